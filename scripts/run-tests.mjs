@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+// Runs node's built-in test runner over the compiled tests. Node 20's `--test` takes no globs, so the
+// files are found here. Usage: node scripts/run-tests.mjs [unit|integration|all] (default all).
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+
+const tier = process.argv[2] ?? 'all';
+const roots = { unit: ['dist/src'], integration: ['dist/test/integration'], all: ['dist/src', 'dist/test'] }[tier];
+if (!roots) {
+  console.error(`unknown test tier "${tier}": use unit, integration or all`);
+  process.exit(2);
+}
+
+function find(dir) {
+  let out = [];
+  let entries;
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return out;
+  }
+  for (const name of entries) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out = out.concat(find(path));
+    else if (name.endsWith('.test.js')) out.push(path);
+  }
+  return out;
+}
+
+const files = roots.flatMap(find).sort();
+if (files.length === 0) {
+  console.error('no test files found: run `npm run build` first');
+  process.exit(1);
+}
+const concurrency = process.env.SHOAL_TEST_CONCURRENCY ?? '1';
+const result = spawnSync(
+  process.execPath,
+  ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
+  { stdio: 'inherit' },
+);
+process.exit(result.status ?? 1);
