@@ -1,0 +1,44 @@
+#!/usr/bin/env node
+import '../polyfill.js';
+
+const USAGE = `Usage: shoal <command> [options]
+
+Commands:
+  run                 start a node (API on --api-port, default 52600)
+  models generate     write a random-weight GGUF model (for tests and benchmarks)
+
+Run 'shoal <command> --help' for a command's options.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    // Each command loads only its own modules, so `shoal --help` and small commands start fast.
+    case 'run':
+      return (await import('./run.js')).runCommand(rest);
+    case 'models': {
+      const [sub, ...args] = rest;
+      if (sub === 'generate') return (await import('./models-generate.js')).modelsGenerateCommand(args);
+      console.error(`unknown models command '${sub ?? ''}'. Try: shoal models generate --help`);
+      return 2;
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE);
+      return command === undefined ? 2 : 0;
+    default:
+      console.error(`unknown command '${command}'\n\n${USAGE}`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    console.error(error instanceof Error ? error.message : String(error));
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,114 @@
+import { parseArgs } from 'node:util';
+import { isShoalError } from '../common/errors.js';
+import { physicalCoreCount } from '../common/cpu.js';
+import { createLogger } from '../common/log.js';
+import { resolveDataDir } from '../common/paths.js';
+import { startNode } from '../node/node.js';
+import { GpuChoice } from '../worker/runner/protocol.js';
+
+const HELP = `Usage: shoal run [options]
+
+Starts a Shoal node: the HTTP API (OpenAI compatible) and the default model.
+
+Options:
+  --api-port <port>        HTTP port (default 52600)
+  --host <addr>            address to bind (default 0.0.0.0, all interfaces)
+  --data-dir <dir>         state and models (default $SHOAL_HOME, else $XDG_DATA_HOME/shoal,
+                           else ~/.local/share/shoal)
+  --name <name>            this node's name (default: the hostname)
+  --threads <n>            engine threads per model instance (default: physical cores, here ${physicalCoreCount()})
+  --default-model <id>     model to serve when nothing else is placed (default shoal/tiny);
+                           a built-in id or the path of a .gguf file
+  --gpu <auto|false|cuda|vulkan|metal>   compute backend (default auto)
+  --context-size <tokens>  context per concurrent request (default 4096, capped at the model's)
+  --parallel <n>           concurrent requests per instance, batched together (default 8)
+  -h, --help               show this help`;
+
+/** Milliseconds a stop may take before the process exits anyway. */
+const STOP_DEADLINE_MS = 4500;
+
+function positiveInt(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || (n === 0 && name !== 'api-port')) throw new Error(`--${name} must be a positive integer, got '${value}'`);
+  return n;
+}
+
+export async function runCommand(args: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: {
+        'api-port': { type: 'string' },
+        host: { type: 'string' },
+        'data-dir': { type: 'string' },
+        name: { type: 'string' },
+        threads: { type: 'string' },
+        'default-model': { type: 'string' },
+        gpu: { type: 'string' },
+        'context-size': { type: 'string' },
+        parallel: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    console.error(`${(error as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+
+  let options;
+  try {
+    const gpuRaw = values.gpu ?? 'auto';
+    const gpu = GpuChoice.safeParse(gpuRaw === 'false' ? false : gpuRaw);
+    if (!gpu.success) throw new Error(`--gpu must be auto, false, cuda, vulkan or metal, got '${gpuRaw}'`);
+    options = {
+      apiPort: positiveInt('api-port', values['api-port'], 52600),
+      host: values.host ?? '0.0.0.0',
+      dataDir: resolveDataDir(values['data-dir']),
+      name: values.name,
+      threads: positiveInt('threads', values.threads, physicalCoreCount()),
+      defaultModel: values['default-model'] ?? 'shoal/tiny',
+      gpu: gpu.data,
+      contextSize: positiveInt('context-size', values['context-size'], 4096),
+      sequences: positiveInt('parallel', values.parallel, 8),
+    };
+  } catch (error) {
+    console.error((error as Error).message);
+    return 2;
+  }
+
+  const log = createLogger();
+  let node;
+  try {
+    node = await startNode({ log, ...options });
+  } catch (error) {
+    log.fatal(isShoalError(error) ? error.message : { err: error }, 'could not start the node');
+    return 1;
+  }
+
+  const { promise: stopped, resolve } = Promise.withResolvers<number>();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    log.info({ signal }, 'stopping');
+    setTimeout(() => {
+      log.error(`did not stop within ${STOP_DEADLINE_MS} ms; exiting anyway`);
+      process.exit(1);
+    }, STOP_DEADLINE_MS).unref();
+    node.stop().then(
+      () => resolve(0),
+      (error: unknown) => {
+        log.error({ err: error }, 'error while stopping');
+        resolve(1);
+      },
+    );
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return stopped;
+}

@@ -1,0 +1,48 @@
+/**
+ * Expected failures carry a stable `code` that callers branch on and API adapters map to HTTP; the
+ * message says what to do about it. Broken invariants use `assert` and crash instead.
+ */
+export const ERROR_CODES = [
+  'BAD_REQUEST',
+  'UNSUPPORTED_PARAMETER',
+  'CONTEXT_OVERFLOW',
+  'MODEL_NOT_FOUND',
+  'MODEL_LOADING',
+  'MODEL_FAILED',
+  'QUEUE_FULL',
+  'RUNNER_CRASHED',
+  'RUNNER_STOPPED',
+  'CANCELLED',
+  'PAYLOAD_TOO_LARGE',
+  'INTERNAL',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export class ShoalError extends Error {
+  readonly code: ErrorCode;
+  /** The request field that caused the failure, when there is one (OpenAI's `param`). */
+  readonly param: string | null;
+
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; param?: string | null } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ShoalError';
+    this.code = code;
+    this.param = options.param ?? null;
+  }
+}
+
+export function isShoalError(error: unknown): error is ShoalError {
+  return error instanceof ShoalError;
+}
+
+/** Turns anything thrown into a ShoalError, keeping the original as `cause`. */
+export function toShoalError(error: unknown): ShoalError {
+  if (error instanceof ShoalError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new ShoalError('INTERNAL', `internal error: ${message}`, { cause: error });
+}
+
+export function assertNever(value: never, what = 'value'): never {
+  throw new Error(`unexpected ${what}: ${JSON.stringify(value)}`);
+}

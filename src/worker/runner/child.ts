@@ -1,0 +1,81 @@
+import '../../polyfill.js';
+import { ShoalError, toShoalError } from '../../common/errors.js';
+import { FromRunner, ToRunner, type RequestId } from './protocol.js';
+import { LlamaCppEngine } from './llama-cpp-engine.js';
+
+/**
+ * Runner child process: hosts one model instance so that a crashed or hung engine never takes the
+ * node down. Speaks `protocol.ts` over the IPC channel and exits when its parent goes away.
+ */
+
+function send(message: FromRunner): void {
+  // Validating outgoing messages too keeps both ends honest about the protocol.
+  process.send?.(FromRunner.parse(message));
+}
+
+if (!process.send) {
+  console.error('the runner is started by `shoal run`, not by hand');
+  process.exit(2);
+}
+
+// The parent holds the other end of the IPC channel; losing it means the parent died.
+process.on('disconnect', () => process.exit(0));
+
+let engine: LlamaCppEngine | null = null;
+const inFlight = new Map<RequestId, AbortController>();
+let shuttingDown = false;
+
+async function load(message: Extract<ToRunner, { type: 'load' }>): Promise<void> {
+  try {
+    engine = await LlamaCppEngine.load(message.config, (level, text) => send({ type: 'log', level, message: text }));
+    send({ type: 'ready', ...engine.info });
+  } catch (error) {
+    send({ type: 'fatal', message: error instanceof Error ? error.message : String(error) });
+    process.exit(1);
+  }
+}
+
+async function generate(message: Extract<ToRunner, { type: 'generate' }>): Promise<void> {
+  const controller = new AbortController();
+  inFlight.set(message.id, controller);
+  try {
+    if (!engine) throw new ShoalError('MODEL_LOADING', 'the model is still loading');
+    await engine.generate(message.task, controller.signal, (event) => send({ type: 'event', id: message.id, event }));
+  } catch (error) {
+    const failure = toShoalError(error);
+    send({ type: 'failed', id: message.id, code: failure.code, message: failure.message });
+  } finally {
+    inFlight.delete(message.id);
+  }
+}
+
+async function shutdown(): Promise<void> {
+  if (shuttingDown) return;
+  shuttingDown = true;
+  for (const controller of inFlight.values()) controller.abort();
+  if (engine) await engine[Symbol.asyncDispose]();
+  process.exit(0);
+}
+
+process.on('message', (raw: unknown) => {
+  const parsed = ToRunner.safeParse(raw);
+  if (!parsed.success) {
+    send({ type: 'log', level: 'error', message: `dropped malformed message from node: ${parsed.error.message}` });
+    return;
+  }
+  const message = parsed.data;
+  switch (message.type) {
+    case 'load':
+      void load(message);
+      break;
+    case 'generate':
+      void generate(message);
+      break;
+    case 'cancel':
+      inFlight.get(message.id)?.abort();
+      break;
+    case 'shutdown':
+      void shutdown();
+      break;
+  }
+});

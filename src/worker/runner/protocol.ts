@@ -1,0 +1,52 @@
+import { z } from 'zod';
+import { ERROR_CODES } from '../../common/errors.js';
+import { InferenceTask, TaskEvent } from '../../wire/task.js';
+
+/**
+ * The typed protocol between a node and one runner child process, over Node's IPC channel. Every
+ * message is parsed on receipt on both sides; a runner that sends garbage is treated as crashed.
+ */
+
+export const GpuChoice = z.union([z.literal('auto'), z.literal(false), z.enum(['cuda', 'vulkan', 'metal'])]);
+export type GpuChoice = z.infer<typeof GpuChoice>;
+
+export const RunnerConfig = z.strictObject({
+  modelPath: z.string().min(1),
+  /** Tokens of context per sequence (each concurrent request gets one sequence). */
+  contextSize: z.number().int().positive(),
+  /** Concurrent requests served as separate sequences of one context, decoded in the same batch. */
+  sequences: z.number().int().positive().max(64),
+  threads: z.number().int().positive().max(1024),
+  gpu: GpuChoice,
+});
+export type RunnerConfig = z.infer<typeof RunnerConfig>;
+
+export const RequestId = z.string().min(1).max(64).brand<'RequestId'>();
+export type RequestId = z.infer<typeof RequestId>;
+
+export const ToRunner = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('load'), config: RunnerConfig }),
+  z.strictObject({ type: z.literal('generate'), id: RequestId, task: InferenceTask }),
+  z.strictObject({ type: z.literal('cancel'), id: RequestId }),
+  z.strictObject({ type: z.literal('shutdown') }),
+]);
+export type ToRunner = z.infer<typeof ToRunner>;
+
+export const LogLevel = z.enum(['debug', 'info', 'warn', 'error']);
+
+export const FromRunner = z.discriminatedUnion('type', [
+  z.strictObject({
+    type: z.literal('ready'),
+    contextSize: z.number().int().positive(),
+    sequences: z.number().int().positive(),
+    trainContextSize: z.number().int().positive(),
+    gpu: z.union([z.string(), z.literal(false)]),
+  }),
+  /** The model could not be loaded; the runner exits right after. */
+  z.strictObject({ type: z.literal('fatal'), message: z.string() }),
+  z.strictObject({ type: z.literal('event'), id: RequestId, event: TaskEvent }),
+  /** The request ended without an `end` event; its sequence is free again. */
+  z.strictObject({ type: z.literal('failed'), id: RequestId, code: z.enum(ERROR_CODES), message: z.string() }),
+  z.strictObject({ type: z.literal('log'), level: LogLevel, message: z.string() }),
+]);
+export type FromRunner = z.infer<typeof FromRunner>;

@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import OpenAI, { APIError } from 'openai';
+import { startTestNode, type TestNode } from '../support/node-process.js';
+
+interface HealthModel {
+  id: string;
+  state: string;
+  reason: string | null;
+  pid: number | null;
+  restarts: number;
+  inFlight: number;
+}
+interface Health {
+  ok: boolean;
+  reason: string | null;
+  models: HealthModel[];
+}
+
+async function health(node: TestNode): Promise<{ status: number; body: Health }> {
+  const res = await fetch(`${node.url}/healthz`);
+  return { status: res.status, body: (await res.json()) as Health };
+}
+
+async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('healthz is 200 with ok:true once the model serves', async () => {
+  await using node = await startTestNode();
+  const { status, body } = await health(node);
+  assert.equal(status, 200);
+  assert.equal(body.ok, true);
+  assert.equal(body.models[0]!.id, 'shoal/tiny');
+  assert.equal(body.models[0]!.state, 'ready');
+});
+
+test('a runner crash fails its open request, answers 503 while restarting, and the node recovers', async () => {
+  await using node = await startTestNode();
+  const client = new OpenAI({ baseURL: `${node.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  const before = (await health(node)).body.models[0]!;
+  assert.ok(before.pid);
+
+  const stream = await client.chat.completions.create({
+    model: 'shoal/tiny', messages: [{ role: 'user', content: 'long answer please' }], temperature: 0, max_tokens: 100_000, stream: true,
+  });
+  const iterator = stream[Symbol.asyncIterator]();
+  await iterator.next();
+  process.kill(before.pid, 'SIGKILL');
+  await assert.rejects(async () => {
+    for (let next = await iterator.next(); !next.done; next = await iterator.next());
+  }, /crashed/);
+
+  const restarting = await until('the restarting state', 2000, async () => {
+    const h = await health(node);
+    return h.body.models[0]!.state === 'restarting' ? h : undefined;
+  });
+  assert.equal(restarting.status, 503);
+  assert.equal(restarting.body.ok, false);
+  assert.match(restarting.body.reason!, /SIGKILL/);
+  await assert.rejects(
+    client.chat.completions.create({ model: 'shoal/tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+    (error: unknown) => error instanceof APIError && error.status === 503 && error.code === 'model_loading',
+  );
+
+  const after = await until('recovery', 30_000, async () => {
+    const h = await health(node);
+    return h.status === 200 ? h.body.models[0]! : undefined;
+  });
+  assert.equal(after.restarts, 1);
+  assert.notEqual(after.pid, before.pid);
+  const res = await client.chat.completions.create({ model: 'shoal/tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3, temperature: 0 });
+  assert.equal(res.usage!.completion_tokens, 3);
+});
+
+test('SIGTERM stops the node and its runner within 5 s', async () => {
+  const node = await startTestNode();
+  const pid = (await health(node)).body.models[0]!.pid!;
+  const client = new OpenAI({ baseURL: `${node.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  // An open stream must not hold the stop up.
+  const stream = await client.chat.completions.create({
+    model: 'shoal/tiny', messages: [{ role: 'user', content: 'go' }], max_tokens: 100_000, stream: true,
+  });
+  await stream[Symbol.asyncIterator]().next();
+  const result = await node.stop('SIGTERM');
+  assert.equal(result.code, 0, node.output());
+  assert.ok(result.ms < 5000, `stopped in ${result.ms} ms`);
+  assert.equal(alive(pid), false, 'the runner is gone');
+});
+
+test('SIGINT stops the node cleanly too', async () => {
+  const node = await startTestNode();
+  const result = await node.stop('SIGINT');
+  assert.equal(result.code, 0, node.output());
+});
+
+test('the runner exits when its node is killed', async () => {
+  const node = await startTestNode();
+  const pid = (await health(node)).body.models[0]!.pid!;
+  await node.stop('SIGKILL');
+  await until('the orphaned runner to exit', 5000, async () => (alive(pid) ? undefined : true));
+});
+
+test('logs are JSON lines when stdout is not a terminal', async () => {
+  const node = await startTestNode();
+  await node.stop();
+  const lines = node.output().split('\n').filter((l) => l.trim() !== '');
+  assert.ok(lines.length > 0);
+  for (const line of lines) assert.doesNotThrow(() => JSON.parse(line), `not JSON: ${line}`);
+  assert.ok(lines.some((l) => (JSON.parse(l) as { msg?: string }).msg?.includes('serving on')));
+});
+
+test('the EOS-capable model stops on its own with finish_reason stop', async () => {
+  await using node = await startTestNode({ args: ['--default-model', 'shoal/tiny-eos'] });
+  const client = new OpenAI({ baseURL: `${node.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  const res = await client.chat.completions.create({ model: 'shoal/tiny-eos', messages: [{ role: 'user', content: 'Hello!' }], temperature: 0, max_tokens: 200 });
+  assert.equal(res.choices[0]!.finish_reason, 'stop');
+  assert.ok(res.usage!.completion_tokens < 200);
+  assert.ok(res.choices[0]!.message.content!.length > 0);
+});
+
+test('bad command-line options exit 2 with a message', async () => {
+  const node = await startTestNode({ args: ['--threads', 'many'], waitReady: false });
+  const result = await node.exited;
+  await node.stop();
+  assert.equal(result.code, 2);
+  assert.match(node.output(), /--threads must be a positive integer/);
+});
