@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { FromRunner, ToRunner } from './protocol.js';
+
+const task = {
+  model: 'shoal/tiny',
+  prompt: { kind: 'chat', messages: [{ role: 'user', content: 'hi' }] },
+  sampling: { maxTokens: 8, temperature: 0, topP: 1, seed: null },
+  stop: [],
+};
+
+test('every node-to-runner message round-trips through JSON and the schema', () => {
+  const messages = [
+    { type: 'load', config: { modelPath: '/m.gguf', contextSize: 512, sequences: 4, threads: 2, gpu: false } },
+    { type: 'load', config: { modelPath: '/m.gguf', contextSize: 512, sequences: 4, threads: 2, gpu: 'auto' } },
+    { type: 'generate', id: 'r1', task },
+    { type: 'generate', id: 'r2', task: { ...task, prompt: { kind: 'text', text: 'Once' } } },
+    { type: 'cancel', id: 'r1' },
+    { type: 'shutdown' },
+  ];
+  for (const message of messages) {
+    assert.deepEqual(ToRunner.parse(JSON.parse(JSON.stringify(message))), message);
+  }
+});
+
+test('every runner-to-node message round-trips through JSON and the schema', () => {
+  const messages = [
+    { type: 'ready', contextSize: 4096, sequences: 8, trainContextSize: 4096, gpu: false },
+    { type: 'ready', contextSize: 4096, sequences: 8, trainContextSize: 4096, gpu: 'cuda' },
+    { type: 'fatal', message: 'no such file' },
+    { type: 'event', id: 'r1', event: { type: 'start', promptTokens: 12 } },
+    { type: 'event', id: 'r1', event: { type: 'text', text: 'hel', tokens: 1 } },
+    { type: 'event', id: 'r1', event: { type: 'end', finishReason: 'length', usage: { promptTokens: 12, completionTokens: 8 } } },
+    { type: 'failed', id: 'r1', code: 'CANCELLED', message: 'the request was cancelled' },
+    { type: 'log', level: 'warn', message: 'hello' },
+  ];
+  for (const message of messages) {
+    assert.deepEqual(FromRunner.parse(JSON.parse(JSON.stringify(message))), message);
+  }
+});
+
+test('unknown fields, unknown types and out-of-range values are refused', () => {
+  assert.equal(ToRunner.safeParse({ type: 'shutdown', now: true }).success, false, 'strict objects');
+  assert.equal(ToRunner.safeParse({ type: 'explode' }).success, false);
+  assert.equal(ToRunner.safeParse({ type: 'cancel', id: '' }).success, false, 'empty id');
+  assert.equal(ToRunner.safeParse({ type: 'cancel', id: 'x'.repeat(65) }).success, false, 'id too long');
+  assert.equal(
+    ToRunner.safeParse({ type: 'load', config: { modelPath: '/m', contextSize: 0, sequences: 1, threads: 1, gpu: false } }).success,
+    false,
+    'zero context',
+  );
+  assert.equal(
+    ToRunner.safeParse({ type: 'load', config: { modelPath: '/m', contextSize: 8, sequences: 1, threads: 1, gpu: 'rocm' } }).success,
+    false,
+    'unknown gpu',
+  );
+  assert.equal(ToRunner.safeParse({ type: 'generate', id: 'r', task: { ...task, sampling: { ...task.sampling, temperature: 3 } } }).success, false);
+  assert.equal(FromRunner.safeParse({ type: 'failed', id: 'r', code: 'NOPE', message: '' }).success, false, 'unknown error code');
+  assert.equal(FromRunner.safeParse({ type: 'event', id: 'r', event: { type: 'end', finishReason: 'tool_calls', usage: { promptTokens: 1, completionTokens: 1 } } }).success, false);
+});
