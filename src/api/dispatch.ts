@@ -1,18 +1,26 @@
-import type { InferenceTask, TaskEvent } from '../wire/task.js';
+import type { RunnerTask, TaskEvent } from '../wire/task.js';
+
+export const MODEL_CAPABILITIES = ['chat', 'completion', 'embeddings', 'tools'] as const;
+export type ModelCapability = (typeof MODEL_CAPABILITIES)[number];
 
 export interface ModelListing {
   id: string;
   /** Unix seconds when the model became known to this node. */
   created: number;
   ready: boolean;
+  capabilities: ModelCapability[];
+  /** Tokens of context per request on the serving instance, once known. */
+  contextSize: number | null;
+  /** GGUF facts for `/api/show`-style endpoints, once known. */
+  details: { family: string; parameterSize: string | null; quantization: string | null; sizeBytes: number | null };
 }
 
 /**
  * What the API needs from the rest of the node: which models can be asked for, and a way to run a
- * task on one of them. Throws MODEL_NOT_FOUND, MODEL_LOADING, MODEL_FAILED or QUEUE_FULL up front;
- * failures after the first event arrive through the stream.
+ * task on one of them. Throws MODEL_NOT_FOUND, CAPABILITY_MISSING, MODEL_LOADING, MODEL_FAILED or
+ * QUEUE_FULL up front; failures after the first event arrive through the stream.
  */
 export interface Dispatcher {
   models(): ModelListing[];
-  run(task: InferenceTask, signal: AbortSignal): AsyncIterable<TaskEvent>;
+  run(task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent>;
 }

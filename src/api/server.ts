@@ -1,7 +1,9 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import { ShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
+import { ApiKeys } from './auth.js';
 import type { Dispatcher } from './dispatch.js';
-import { openAIRoutes } from './openai/routes.js';
+import { openAIRoutes, sendOpenAIError } from './openai/routes.js';
 
 export interface Health {
   ok: boolean;
@@ -16,9 +18,26 @@ export interface ServerOptions {
   health: () => Health;
   /** Largest accepted request body; larger ones get 413. Default 4 MiB. */
   maxBodyBytes?: number;
+  /** Keys inference routes require; empty (the default) means open. */
+  apiKeys?: readonly string[];
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/** What every API family plugin receives. */
+export interface FamilyOptions {
+  dispatcher: Dispatcher;
+  apiKeys: ApiKeys;
+}
+
+/** An API family's way to answer an error in its own shape, used for routes no plugin owns. */
+export type ErrorSender = (reply: FastifyReply, error: ShoalError, status?: number) => FastifyReply;
+
+interface Family {
+  /** Does an unknown URL belong to this family? The first match answers. */
+  owns: (url: string) => boolean;
+  sendError: ErrorSender;
+}
 
 export function buildServer(options: ServerOptions): FastifyInstance {
   const app = Fastify({
@@ -29,12 +48,20 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     // Long generations stream for minutes; the server must not cut them off.
     requestTimeout: 0,
   });
+  const familyOptions: FamilyOptions = { dispatcher: options.dispatcher, apiKeys: new ApiKeys(options.apiKeys ?? []) };
+  const families: Family[] = [];
 
   app.get('/healthz', async (_request, reply) => {
     const health = options.health();
     return reply.code(health.ok ? 200 : 503).send(health);
   });
 
-  void app.register(openAIRoutes, { dispatcher: options.dispatcher });
+  void app.register(openAIRoutes, familyOptions);
+  families.push({ owns: () => true, sendError: sendOpenAIError });
+
+  app.setNotFoundHandler((request, reply) => {
+    const family = families.find((f) => f.owns(request.url))!;
+    return family.sendError(reply, new ShoalError('NOT_FOUND', `unknown endpoint ${request.method} ${request.url}: see docs/API.md`));
+  });
   return app;
 }

@@ -1,8 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ShoalError } from '../common/errors.js';
-import type { TaskEvent } from '../wire/task.js';
+import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import type { Dispatcher } from './dispatch.js';
-import type { InferenceTask } from '../wire/task.js';
 
 /**
  * Cancels the returned signal when the client goes away before the response is complete, so a
@@ -27,7 +26,7 @@ export interface StartedTask {
  * Starts a task and waits for its `start` event, so failures before generation (unknown model,
  * loading, prompt too long) still become a proper HTTP status instead of a broken stream.
  */
-export async function startTask(dispatcher: Dispatcher, task: InferenceTask, signal: AbortSignal): Promise<StartedTask> {
+export async function startTask(dispatcher: Dispatcher, task: RunnerTask, signal: AbortSignal): Promise<StartedTask> {
   const events = dispatcher.run(task, signal)[Symbol.asyncIterator]();
   const first = await events.next();
   if (first.done || first.value.type !== 'start') {

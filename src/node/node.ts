@@ -67,7 +67,7 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
     sequences: options.sequences,
   });
   // A node with no instances places its default model locally.
-  worker.place(model.id, model.path);
+  worker.place(model.id, model.path, ['chat', 'completion', 'embeddings', 'tools']);
 
   let stopping = false;
   const health = (): Health => {

@@ -2,21 +2,42 @@ import { z } from 'zod';
 
 /**
  * The one internal shape every API family normalizes into. It travels to runners (and, once the data
- * plane exists, to other nodes), so it is a wire type: strict, bounded, versionless within a node.
+ * plane exists, to other nodes), so it is a wire type: strict and bounded.
  */
 
 export const MAX_STOP_SEQUENCES = 16;
 export const MAX_STOP_SEQUENCE_CHARS = 256;
 export const MAX_MESSAGES = 4096;
+export const MAX_TOOLS = 128;
+export const MAX_TOP_LOGPROBS = 20;
+export const MAX_EMBEDDING_INPUTS = 2048;
 
-export const ChatRole = z.enum(['system', 'user', 'assistant']);
-export type ChatRole = z.infer<typeof ChatRole>;
+/** A JSON Schema object as the client sent it (validated for the subset Shoal can enforce in the runner). */
+export const JsonSchema = z.record(z.string(), z.unknown());
+export type JsonSchema = z.infer<typeof JsonSchema>;
 
-export const ChatMessage = z.strictObject({
-  role: ChatRole,
-  content: z.string(),
+export const ToolCall = z.strictObject({
+  id: z.string().min(1).max(128),
+  name: z.string().min(1).max(128),
+  /** The arguments as JSON text, exactly as the model produced (or the client replayed) them. */
+  arguments: z.string(),
 });
+export type ToolCall = z.infer<typeof ToolCall>;
+
+export const ChatMessage = z.discriminatedUnion('role', [
+  z.strictObject({ role: z.literal('system'), content: z.string() }),
+  z.strictObject({ role: z.literal('user'), content: z.string() }),
+  z.strictObject({
+    role: z.literal('assistant'),
+    content: z.string(),
+    /** Earlier reasoning of this turn, when a client replays it; templates may drop it. */
+    reasoning: z.string().optional(),
+    toolCalls: z.array(ToolCall).max(MAX_TOOLS).optional(),
+  }),
+  z.strictObject({ role: z.literal('tool'), toolCallId: z.string().max(128), name: z.string().max(128).optional(), content: z.string() }),
+]);
 export type ChatMessage = z.infer<typeof ChatMessage>;
+export type ChatRole = ChatMessage['role'];
 
 export const TaskPrompt = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('chat'), messages: z.array(ChatMessage).min(1).max(MAX_MESSAGES) }),
@@ -31,18 +52,77 @@ export const Sampling = z.strictObject({
   temperature: z.number().min(0).max(2),
   topP: z.number().gt(0).max(1),
   seed: z.number().int().nullable(),
+  /** OpenAI semantics: subtracted once from the logit of every token already generated. */
+  presencePenalty: z.number().min(-2).max(2),
+  /** OpenAI semantics: subtracted per occurrence. */
+  frequencyPenalty: z.number().min(-2).max(2),
 });
 export type Sampling = z.infer<typeof Sampling>;
 
+export const ToolDefinition = z.strictObject({
+  name: z.string().min(1).max(128).regex(/^[A-Za-z0-9_.-]+$/, 'tool names use letters, digits, _ . and -'),
+  description: z.string().optional(),
+  /** JSON Schema of the arguments object; the runner constrains generation to it. */
+  parameters: JsonSchema,
+});
+export type ToolDefinition = z.infer<typeof ToolDefinition>;
+
+export const ToolChoice = z.discriminatedUnion('mode', [
+  /** The model decides; a call, once started, is grammar-constrained. */
+  z.strictObject({ mode: z.literal('auto') }),
+  z.strictObject({ mode: z.literal('none') }),
+  /** The answer is exactly one call to one of the tools. */
+  z.strictObject({ mode: z.literal('required') }),
+  /** The answer is exactly one call to the named tool. */
+  z.strictObject({ mode: z.literal('tool'), name: z.string().min(1).max(128) }),
+]);
+export type ToolChoice = z.infer<typeof ToolChoice>;
+
+export const OutputFormat = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('text') }),
+  /** Any JSON value (OpenAI `json_object`, Ollama `format: "json"`). */
+  z.strictObject({ kind: z.literal('json') }),
+  /** JSON that validates against the schema. */
+  z.strictObject({ kind: z.literal('json_schema'), schema: JsonSchema }),
+]);
+export type OutputFormat = z.infer<typeof OutputFormat>;
+
 export const InferenceTask = z.strictObject({
+  kind: z.literal('generate'),
   model: z.string().min(1),
   prompt: TaskPrompt,
   sampling: Sampling,
   stop: z.array(z.string().min(1).max(MAX_STOP_SEQUENCE_CHARS)).max(MAX_STOP_SEQUENCES),
+  tools: z.array(ToolDefinition).max(MAX_TOOLS),
+  toolChoice: ToolChoice,
+  format: OutputFormat,
+  /** null: no log probabilities; otherwise the chosen token's and this many alternatives per token. */
+  logprobs: z.strictObject({ top: z.number().int().min(0).max(MAX_TOP_LOGPROBS) }).nullable(),
 });
 export type InferenceTask = z.infer<typeof InferenceTask>;
 
-export const FinishReason = z.enum(['stop', 'length']);
+export const EmbeddingTask = z.strictObject({
+  kind: z.literal('embed'),
+  model: z.string().min(1),
+  inputs: z.array(z.string()).min(1).max(MAX_EMBEDDING_INPUTS),
+  /** Cut inputs longer than the context instead of refusing them. */
+  truncate: z.boolean(),
+});
+export type EmbeddingTask = z.infer<typeof EmbeddingTask>;
+
+/** Counts the prompt tokens a generate task would use, without generating (Anthropic count_tokens). */
+export const CountTask = z.strictObject({
+  kind: z.literal('count'),
+  model: z.string().min(1),
+  prompt: TaskPrompt,
+  tools: z.array(ToolDefinition).max(MAX_TOOLS),
+});
+export type CountTask = z.infer<typeof CountTask>;
+
+export const RunnerTask = z.discriminatedUnion('kind', [InferenceTask, EmbeddingTask, CountTask]);
+export type RunnerTask = z.infer<typeof RunnerTask>;
+
+export const FinishReason = z.enum(['stop', 'length', 'tool_calls']);
 export type FinishReason = z.infer<typeof FinishReason>;
 
 export const Usage = z.strictObject({
@@ -51,10 +131,33 @@ export const Usage = z.strictObject({
 });
 export type Usage = z.infer<typeof Usage>;
 
-/** What a runner streams back for one task: one `start`, any number of `text`, then one `end`. */
+export const TopLogprob = z.strictObject({
+  token: z.string(),
+  logprob: z.number(),
+  bytes: z.array(z.number().int().min(0).max(255)),
+});
+export const TokenLogprob = z.strictObject({
+  token: z.string(),
+  logprob: z.number(),
+  bytes: z.array(z.number().int().min(0).max(255)),
+  top: z.array(TopLogprob),
+});
+export type TokenLogprob = z.infer<typeof TokenLogprob>;
+
+/**
+ * What a runner streams back for one task. Generate: one `start`, then any of `text`, `reasoning`,
+ * `tool_call`, `tool_call_delta`, then one `end`. Count: `start`, `end`. Embed: `start`, `embeddings`, `end`.
+ */
 export const TaskEvent = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('start'), promptTokens: z.number().int().nonnegative() }),
-  z.strictObject({ type: z.literal('text'), text: z.string(), tokens: z.number().int().nonnegative() }),
+  /** Answer text. `logprobs` covers exactly the tokens whose text this is, when asked for. */
+  z.strictObject({ type: z.literal('text'), text: z.string(), logprobs: z.array(TokenLogprob).optional() }),
+  /** Thinking the model did before its answer (e.g. a `<think>` block), never part of the answer. */
+  z.strictObject({ type: z.literal('reasoning'), text: z.string() }),
+  /** A tool call begins; its arguments follow as `tool_call_delta`s. */
+  z.strictObject({ type: z.literal('tool_call'), index: z.number().int().nonnegative(), id: z.string(), name: z.string() }),
+  z.strictObject({ type: z.literal('tool_call_delta'), index: z.number().int().nonnegative(), arguments: z.string() }),
+  z.strictObject({ type: z.literal('embeddings'), vectors: z.array(z.array(z.number())) }),
   z.strictObject({ type: z.literal('end'), finishReason: FinishReason, usage: Usage }),
 ]);
 export type TaskEvent = z.infer<typeof TaskEvent>;

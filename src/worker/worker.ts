@@ -1,5 +1,6 @@
 import { newInstanceId, type InstanceId, type ModelId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
+import type { ModelCapability } from '../api/dispatch.js';
 import type { GpuChoice } from './runner/protocol.js';
 import { RunnerSupervisor, type RunnerStatus } from './runner/supervisor.js';
 
@@ -18,12 +19,17 @@ export interface LocalInstance {
   instanceId: InstanceId;
   modelId: ModelId;
   modelPath: string;
+  capabilities: ModelCapability[];
+  /** Unix seconds when the instance was placed. */
+  placedAt: number;
   runner: RunnerSupervisor;
 }
 
 export interface InstanceStatus extends RunnerStatus {
   instanceId: InstanceId;
   modelId: ModelId;
+  capabilities: ModelCapability[];
+  placedAt: number;
 }
 
 /** Runs this node's model instances, one supervised runner child each. */
@@ -32,7 +38,7 @@ export class Worker implements AsyncDisposable {
 
   constructor(private readonly options: WorkerOptions) {}
 
-  place(modelId: ModelId, modelPath: string): LocalInstance {
+  place(modelId: ModelId, modelPath: string, capabilities: ModelCapability[]): LocalInstance {
     const instanceId = newInstanceId();
     const runner = new RunnerSupervisor({
       log: this.options.log.child({ instanceId, modelId }),
@@ -44,7 +50,7 @@ export class Worker implements AsyncDisposable {
         gpu: this.options.gpu,
       },
     });
-    const instance: LocalInstance = { instanceId, modelId, modelPath, runner };
+    const instance: LocalInstance = { instanceId, modelId, modelPath, capabilities, placedAt: Math.floor(Date.now() / 1000), runner };
     this.instances.set(instanceId, instance);
     return instance;
   }
@@ -69,6 +75,8 @@ export class Worker implements AsyncDisposable {
     return [...this.instances.values()].map((instance) => ({
       instanceId: instance.instanceId,
       modelId: instance.modelId,
+      capabilities: instance.capabilities,
+      placedAt: instance.placedAt,
       ...instance.runner.status(),
     }));
   }

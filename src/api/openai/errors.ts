@@ -23,6 +23,12 @@ export function toOpenAIError(error: ShoalError): MappedError {
       return { status: 400, body: body('invalid_request_error', 'unsupported_parameter'), headers: {} };
     case 'CONTEXT_OVERFLOW':
       return { status: 400, body: body('invalid_request_error', 'context_length_exceeded'), headers: {} };
+    case 'UNAUTHORIZED':
+      return { status: 401, body: body('invalid_request_error', 'invalid_api_key'), headers: {} };
+    case 'NOT_FOUND':
+      return { status: 404, body: body('invalid_request_error', 'not_found'), headers: {} };
+    case 'CAPABILITY_MISSING':
+      return { status: 400, body: body('invalid_request_error', 'model_not_supported'), headers: {} };
     case 'MODEL_NOT_FOUND':
       return { status: 404, body: body('invalid_request_error', 'model_not_found'), headers: {} };
     case 'PAYLOAD_TOO_LARGE':

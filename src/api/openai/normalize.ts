@@ -1,4 +1,5 @@
 import type { ChatMessage, InferenceTask } from '../../wire/task.js';
+import { generateTask } from '../task-builder.js';
 import type { ChatCompletionMessage, ChatCompletionRequest, CompletionRequest } from './schemas.js';
 
 /** OpenAI's documented default for /v1/completions when `max_tokens` is absent. */
@@ -22,7 +23,7 @@ function stopList(stop: ChatCompletionRequest['stop']): string[] {
 }
 
 export function chatRequestToTask(request: ChatCompletionRequest): InferenceTask {
-  return {
+  return generateTask({
     model: request.model,
     prompt: { kind: 'chat', messages: request.messages.map(toMessage) },
     sampling: {
@@ -32,12 +33,12 @@ export function chatRequestToTask(request: ChatCompletionRequest): InferenceTask
       seed: request.seed ?? null,
     },
     stop: stopList(request.stop),
-  };
+  });
 }
 
 export function completionRequestToTask(request: CompletionRequest): InferenceTask {
   const text = typeof request.prompt === 'string' ? request.prompt : request.prompt[0]!;
-  return {
+  return generateTask({
     model: request.model,
     prompt: { kind: 'text', text },
     sampling: {
@@ -47,5 +48,5 @@ export function completionRequestToTask(request: CompletionRequest): InferenceTa
       seed: request.seed ?? null,
     },
     stop: stopList(request.stop),
-  };
+  });
 }

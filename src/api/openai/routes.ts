@@ -2,8 +2,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ShoalError, toShoalError } from '../../common/errors.js';
 import type { FinishReason, InferenceTask, Usage } from '../../wire/task.js';
 import type { Dispatcher } from '../dispatch.js';
+import type { FamilyOptions } from '../server.js';
 import { clientAbortSignal, SSE_HEADERS, startTask, writeSseData } from '../stream.js';
 import { parseBody } from '../validation.js';
+import { fromFastifyError } from '../fastify-errors.js';
 import { toOpenAIError } from './errors.js';
 import { chatRequestToTask, completionRequestToTask } from './normalize.js';
 import { ChatCompletionRequest, CompletionRequest } from './schemas.js';
@@ -17,20 +19,14 @@ import {
   type ResponseMeta,
 } from './serialize.js';
 
-export interface OpenAIRoutesOptions {
-  dispatcher: Dispatcher;
-}
-
 type Kind = 'chat' | 'completion';
 
 /** The OpenAI family: `/v1/models`, `/v1/chat/completions`, `/v1/completions`. */
-export async function openAIRoutes(app: FastifyInstance, options: OpenAIRoutesOptions): Promise<void> {
+export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions): Promise<void> {
   const { dispatcher } = options;
 
-  app.setErrorHandler((error, request, reply) => sendOpenAIError(reply, fromFastifyError(error), request));
-  app.setNotFoundHandler((request, reply) =>
-    sendOpenAIError(reply, new ShoalError('BAD_REQUEST', `unknown endpoint ${request.method} ${request.url}: see docs/API.md`), request, 404),
-  );
+  app.setErrorHandler((error, _request, reply) => sendOpenAIError(reply, fromFastifyError(error)));
+  app.addHook('onRequest', async (request) => options.apiKeys.check(request.headers));
 
   app.get('/v1/models', async () => ({
     object: 'list',
@@ -110,31 +106,9 @@ function completionChunk(meta: ResponseMeta, text: string, finishReason: FinishR
   return { ...completionBody(meta, text, finishReason, null), ...(includeUsage ? { usage: null } : {}) };
 }
 
-interface FastifyLikeError {
-  code?: string;
-  statusCode?: number;
-  message: string;
-}
-
-/** Fastify's own failures (body too large, bad JSON, wrong content type) in Shoal's terms. */
-export function fromFastifyError(error: unknown): ShoalError {
-  if (error instanceof ShoalError) return error;
-  const e = error as FastifyLikeError;
-  if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return new ShoalError('PAYLOAD_TOO_LARGE', `request body is larger than this node's limit: ${e.message}`, { cause: error });
-  }
-  if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-    return new ShoalError('BAD_REQUEST', 'send the request body as JSON with content-type: application/json', { cause: error });
-  }
-  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
-    return new ShoalError('BAD_REQUEST', `request body is not valid JSON: ${e.message}`, { cause: error });
-  }
-  return toShoalError(error);
-}
-
-function sendOpenAIError(reply: FastifyReply, error: ShoalError, request: FastifyRequest, status?: number): FastifyReply {
+export function sendOpenAIError(reply: FastifyReply, error: ShoalError, status?: number): FastifyReply {
   const mapped = toOpenAIError(error);
   const code = status ?? mapped.status;
-  if (code >= 500) request.log.error({ err: error.cause ?? error }, error.message);
+  if (code >= 500) reply.log.error({ err: error.cause ?? error }, error.message);
   return reply.code(code).headers(mapped.headers).send(mapped.body);
 }

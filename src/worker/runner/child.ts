@@ -35,12 +35,12 @@ async function load(message: Extract<ToRunner, { type: 'load' }>): Promise<void>
   }
 }
 
-async function generate(message: Extract<ToRunner, { type: 'generate' }>): Promise<void> {
+async function run(message: Extract<ToRunner, { type: 'run' }>): Promise<void> {
   const controller = new AbortController();
   inFlight.set(message.id, controller);
   try {
     if (!engine) throw new ShoalError('MODEL_LOADING', 'the model is still loading');
-    await engine.generate(message.task, controller.signal, (event) => send({ type: 'event', id: message.id, event }));
+    await engine.run(message.task, controller.signal, (event) => send({ type: 'event', id: message.id, event }));
   } catch (error) {
     const failure = toShoalError(error);
     send({ type: 'failed', id: message.id, code: failure.code, message: failure.message });
@@ -68,8 +68,8 @@ process.on('message', (raw: unknown) => {
     case 'load':
       void load(message);
       break;
-    case 'generate':
-      void generate(message);
+    case 'run':
+      void run(message);
       break;
     case 'cancel':
       inFlight.get(message.id)?.abort();

@@ -1,29 +1,56 @@
+import { randomBytes } from 'node:crypto';
 import {
   getLlama,
-  LlamaChat,
-  LlamaCompletion,
+  LlamaGrammar,
+  LlamaGrammarEvaluationState,
   LlamaLogLevel,
   resolveChatWrapper,
-  type ChatHistoryItem,
   type ChatWrapper,
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
+  type LlamaEmbeddingContext,
   type LlamaModel,
+  type Token,
 } from 'node-llama-cpp';
 import { ShoalError } from '../../common/errors.js';
-import type { ChatMessage, FinishReason, InferenceTask, TaskEvent } from '../../wire/task.js';
-import type { RunnerConfig } from './protocol.js';
+import type { CountTask, EmbeddingTask, InferenceTask, TaskEvent, TaskPrompt, TokenLogprob, ToolDefinition } from '../../wire/task.js';
+import { grammarSchema, toolCallSchema } from './grammar-schema.js';
+import { OutputParser, THINK_OPEN, type ToolMode } from './output-parser.js';
+import { toChatHistory } from './prompt.js';
+import type { ModelFacts, RunnerConfig } from './protocol.js';
+import { StopMatcher } from './stop-matcher.js';
 
 export type EngineLog = (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
+type Emit = (event: TaskEvent) => void;
 
-/** The `llama_cpp` engine: node-llama-cpp in this process, one context, one sequence per request. */
+/** Compiled grammars kept per runner; compiling one costs milliseconds, clients reuse schemas. */
+const MAX_CACHED_GRAMMARS = 32;
+/** Tokens detokenized together while a multi-byte character is incomplete. */
+const MAX_PENDING_TOKENS = 8;
+
+interface RenderedPrompt {
+  tokens: Token[];
+  /** The prompt ended inside an open `<think>` block. */
+  startInReasoning: boolean;
+}
+
+/**
+ * The `llama_cpp` engine: node-llama-cpp in this process, one context whose sequences serve
+ * concurrent requests in one batch. Generation is a token loop of our own over
+ * `sequence.evaluateWithMetadata`, so stop sequences, grammars that switch on mid-answer (tool calls),
+ * reasoning separation and log probabilities all live in one place.
+ */
 export class LlamaCppEngine implements AsyncDisposable {
+  private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
+  private embeddingContext: Promise<LlamaEmbeddingContext> | null = null;
+
   private constructor(
     private readonly llama: Llama,
     private readonly model: LlamaModel,
     private readonly context: LlamaContext,
     private readonly chatWrapper: ChatWrapper,
+    private readonly config: RunnerConfig,
   ) {}
 
   static async load(config: RunnerConfig, log: EngineLog): Promise<LlamaCppEngine> {
@@ -48,161 +75,261 @@ export class LlamaCppEngine implements AsyncDisposable {
       sequences: config.sequences,
       threads: config.threads,
     });
-    const chatWrapper = resolveChatWrapper(model);
-    return new LlamaCppEngine(llama, model, context, chatWrapper);
+    return new LlamaCppEngine(llama, model, context, resolveChatWrapper(model), config);
   }
 
-  get info(): { contextSize: number; sequences: number; trainContextSize: number; gpu: string | false } {
+  get info(): { contextSize: number; sequences: number; trainContextSize: number; gpu: string | false; model: ModelFacts } {
+    const general = this.model.fileInfo.metadata.general;
+    const fileType = general.file_type;
     return {
       contextSize: this.context.contextSize,
       sequences: this.context.totalSequences,
       trainContextSize: this.model.trainContextSize,
       gpu: this.llama.gpu,
+      model: {
+        architecture: String(general.architecture),
+        sizeBytes: this.model.size,
+        fileType: fileType === undefined ? null : String(fileTypeName(fileType)),
+        parameterCount: this.model.fileInsights.totalParameters ?? null,
+        hasChatTemplate: typeof this.model.fileInfo.metadata.tokenizer?.chat_template === 'string',
+      },
     };
   }
 
-  /**
-   * Runs one task on a free sequence, calling `emit` for each event. Resolves when the task ends;
-   * rejects with CANCELLED when `signal` aborts, or CONTEXT_OVERFLOW when the prompt cannot fit.
-   */
-  async generate(task: InferenceTask, signal: AbortSignal, emit: (event: TaskEvent) => void): Promise<void> {
-    if (this.context.sequencesLeft === 0) {
-      throw new ShoalError('INTERNAL', 'runner was sent more concurrent requests than it has sequences');
+  async run(task: InferenceTask | EmbeddingTask | CountTask, signal: AbortSignal, emit: Emit): Promise<void> {
+    switch (task.kind) {
+      case 'generate':
+        return this.generate(task, signal, emit);
+      case 'embed':
+        return this.embed(task, signal, emit);
+      case 'count': {
+        const prompt = this.render(task.prompt, task.tools, { mode: task.tools.length > 0 ? 'auto' : 'none' });
+        emit({ type: 'start', promptTokens: prompt.tokens.length });
+        emit({ type: 'end', finishReason: 'stop', usage: { promptTokens: prompt.tokens.length, completionTokens: 0 } });
+        return;
+      }
     }
+  }
+
+  private render(prompt: TaskPrompt, tools: readonly ToolDefinition[], choice: InferenceTask['toolChoice']): RenderedPrompt {
+    if (prompt.kind === 'text') {
+      return { tokens: this.model.tokenize(prompt.text), startInReasoning: false };
+    }
+    const history = toChatHistory(prompt.messages, tools, choice);
+    const { contextText } = this.chatWrapper.generateContextState({ chatHistory: history });
+    const tokens = contextText.tokenize(this.model.tokenizer);
+    if (this.model.tokens.shouldPrependBosToken && this.model.tokens.bos !== null && tokens[0] !== this.model.tokens.bos) {
+      tokens.unshift(this.model.tokens.bos);
+    }
+    const tail = this.model.detokenize(tokens.slice(-8), true).trimEnd();
+    return { tokens, startInReasoning: tail.endsWith(THINK_OPEN) };
+  }
+
+  private async grammarFor(key: string, make: () => Promise<LlamaGrammar>): Promise<LlamaGrammar> {
+    let grammar = this.grammars.get(key);
+    if (!grammar) {
+      grammar = make();
+      this.grammars.set(key, grammar);
+      if (this.grammars.size > MAX_CACHED_GRAMMARS) this.grammars.delete(this.grammars.keys().next().value!);
+      grammar.catch(() => this.grammars.delete(key));
+    }
+    return grammar;
+  }
+
+  private async compileSchema(schema: Record<string, unknown>): Promise<LlamaGrammar> {
+    const key = `schema:${JSON.stringify(schema)}`;
+    try {
+      // The schema was checked structurally; the library's own types are narrower than JSON Schema.
+      return await this.grammarFor(key, () => this.llama.createGrammarForJsonSchema(schema as never));
+    } catch (error) {
+      throw new ShoalError('BAD_REQUEST', `the JSON schema cannot be turned into a grammar: ${(error as Error).message}`, { cause: error, param: 'schema' });
+    }
+  }
+
+  private async generate(task: InferenceTask, signal: AbortSignal, emit: Emit): Promise<void> {
+    const toolsActive = task.tools.length > 0 && task.toolChoice.mode !== 'none';
+    const toolMode: ToolMode = !toolsActive ? 'off' : task.toolChoice.mode === 'auto' ? 'lazy' : 'forced';
+    const prompt = this.render(task.prompt, task.tools, task.toolChoice);
+    const contextSize = this.context.contextSize;
+    if (prompt.tokens.length >= contextSize) {
+      throw new ShoalError(
+        'CONTEXT_OVERFLOW',
+        `the prompt is ${prompt.tokens.length} tokens but the model's context holds ${contextSize}: shorten the prompt or start the node with a larger --context-size`,
+        { param: task.prompt.kind === 'chat' ? 'messages' : 'prompt' },
+      );
+    }
+    const maxTokens = Math.min(task.sampling.maxTokens ?? Infinity, contextSize - prompt.tokens.length);
+
+    // Grammars: a format constrains the whole answer; a tool call is constrained from its first token.
+    let grammarState: LlamaGrammarEvaluationState | undefined;
+    if (toolMode === 'forced') {
+      grammarState = new LlamaGrammarEvaluationState({ model: this.model, grammar: await this.compileSchema(toolCallSchema(task.tools, task.toolChoice)) });
+    } else if (task.format.kind === 'json') {
+      const grammar = await this.grammarFor('json', () => LlamaGrammar.getFor(this.llama, 'json'));
+      grammarState = new LlamaGrammarEvaluationState({ model: this.model, grammar });
+    } else if (task.format.kind === 'json_schema') {
+      grammarState = new LlamaGrammarEvaluationState({ model: this.model, grammar: await this.compileSchema(grammarSchema(task.format.schema)) });
+    }
+    const lazyToolGrammar = toolMode === 'lazy' ? await this.compileSchema(toolCallSchema(task.tools, task.toolChoice)) : null;
+
+    const parser = new OutputParser({
+      startInReasoning: prompt.startInReasoning && grammarState === undefined,
+      toolMode,
+      newCallId: () => `call_${randomBytes(12).toString('hex')}`,
+    });
+    // Stop sequences apply to free text; a grammar decides where constrained output ends.
+    const stops = new StopMatcher(grammarState === undefined ? task.stop : []);
+
+    emit({ type: 'start', promptTokens: prompt.tokens.length });
     const sequence = this.context.getSequence();
     try {
-      if (task.prompt.kind === 'chat') await this.generateChat(sequence, task, task.prompt.messages, signal, emit);
-      else await this.generateText(sequence, task, task.prompt.text, signal, emit);
+      const result = await this.decode(sequence, prompt.tokens, task, maxTokens, signal, {
+        grammar: () => grammarState,
+        onText: (text, logprobs) => {
+          const released = stops.push(text);
+          this.forward(parser.push(released.text), logprobs, emit);
+          if (parser.inToolCall && grammarState === undefined && lazyToolGrammar) {
+            grammarState = new LlamaGrammarEvaluationState({ model: this.model, grammar: lazyToolGrammar });
+          }
+          return released.stopped;
+        },
+      });
+      this.forward(parser.push(stops.flush()), [], emit);
+      this.forward(parser.finish(), [], emit);
+      const finishReason = parser.toolCalls > 0 ? 'tool_calls' : result.reason;
+      emit({ type: 'end', finishReason, usage: { promptTokens: prompt.tokens.length, completionTokens: result.completionTokens } });
     } finally {
       await sequence.dispose();
     }
   }
 
-  private async generateChat(
+  /** Sends parsed output on, attaching pending log probabilities to the first answer text. */
+  private forward(events: ReturnType<OutputParser['push']>, logprobs: TokenLogprob[], emit: Emit): void {
+    let pending = logprobs;
+    for (const event of events) {
+      if (event.type === 'text' && pending.length > 0) {
+        emit({ type: 'text', text: event.text, logprobs: pending });
+        pending = [];
+      } else {
+        emit(event);
+      }
+    }
+  }
+
+  /**
+   * The token loop. Detokenizes incrementally (holding tokens while a UTF-8 character is split
+   * across them), reports text to `onText`, which answers whether a stop sequence ended the answer.
+   */
+  private async decode(
     sequence: LlamaContextSequence,
+    promptTokens: Token[],
     task: InferenceTask,
-    messages: ChatMessage[],
+    maxTokens: number,
     signal: AbortSignal,
-    emit: (event: TaskEvent) => void,
-  ): Promise<void> {
-    const history = toChatHistory(messages);
-    const { contextText } = this.chatWrapper.generateContextState({ chatHistory: history });
-    const promptTokens = contextText.tokenize(this.model.tokenizer).length;
-    const maxTokens = this.admit(promptTokens, task);
-    emit({ type: 'start', promptTokens });
-    let completionTokens = 0;
-    const chat = new LlamaChat({ contextSequence: sequence, chatWrapper: this.chatWrapper });
+    hooks: { grammar: () => LlamaGrammarEvaluationState | undefined; onText: (text: string, logprobs: TokenLogprob[]) => boolean },
+  ): Promise<{ reason: 'stop' | 'length'; completionTokens: number }> {
+    const { temperature, topP, seed, presencePenalty, frequencyPenalty } = task.sampling;
+    const generated: Token[] = [];
+    const wantLogprobs = task.logprobs !== null;
+    const iterator = sequence.evaluateWithMetadata(
+      promptTokens,
+      { probabilities: wantLogprobs },
+      {
+        temperature,
+        topP: temperature > 0 ? topP : 1,
+        // OpenAI-style APIs have no top-k; the library's default of 40 would change sampling.
+        topK: 0,
+        minP: 0,
+        ...(seed !== null ? { seed } : {}),
+        grammarEvaluationState: hooks.grammar,
+        ...(presencePenalty !== 0 || frequencyPenalty !== 0
+          ? { repeatPenalty: { punishTokens: () => generated, penalty: 1, presencePenalty, frequencyPenalty } }
+          : {}),
+      },
+    );
+    let pending: Token[] = [];
+    let pendingLogprobs: TokenLogprob[] = [];
+    let committedTail: Token[] = [];
+    let reason: 'stop' | 'length' = 'stop';
     try {
-      const result = await chat.generateResponse(history, {
-        ...samplingOptions(task),
-        maxTokens,
-        customStopTriggers: task.stop,
-        signal,
-        stopOnAbortSignal: true,
-        onToken: (tokens) => {
-          completionTokens += tokens.length;
-        },
-        onResponseChunk: (chunk) => {
-          if (chunk.type === undefined && chunk.text !== '') emit({ type: 'text', text: chunk.text, tokens: chunk.tokens.length });
-        },
-      });
-      this.finish(result.metadata.stopReason, promptTokens, completionTokens, emit);
+      for await (const output of iterator) {
+        if (signal.aborted) throw new ShoalError('CANCELLED', 'the request was cancelled');
+        generated.push(output.token);
+        pending.push(output.token);
+        if (wantLogprobs) pendingLogprobs.push(this.logprob(output.token, (output as { probabilities?: Map<Token, number> }).probabilities, task.logprobs!.top));
+        const text = this.model.detokenize(pending, false, committedTail);
+        const incomplete = text.endsWith('\uFFFD') && pending.length < MAX_PENDING_TOKENS;
+        if (!incomplete) {
+          const stopped = hooks.onText(text, pendingLogprobs);
+          committedTail = [...committedTail, ...pending].slice(-4);
+          pending = [];
+          pendingLogprobs = [];
+          if (stopped) break;
+        }
+        if (generated.length >= maxTokens) {
+          reason = 'length';
+          break;
+        }
+      }
+      if (pending.length > 0) hooks.onText(this.model.detokenize(pending, false, committedTail), pendingLogprobs);
     } finally {
-      chat.dispose({ disposeSequence: false });
+      await iterator.return();
     }
+    if (signal.aborted) throw new ShoalError('CANCELLED', 'the request was cancelled');
+    return { reason, completionTokens: generated.length };
   }
 
-  private async generateText(
-    sequence: LlamaContextSequence,
-    task: InferenceTask,
-    text: string,
-    signal: AbortSignal,
-    emit: (event: TaskEvent) => void,
-  ): Promise<void> {
-    const promptTokens = this.model.tokenize(text).length + (this.model.tokens.shouldPrependBosToken ? 1 : 0);
-    const maxTokens = this.admit(promptTokens, task);
+  private logprob(token: Token, probabilities: Map<Token, number> | undefined, top: number): TokenLogprob {
+    const entry = (t: Token, p: number) => {
+      const text = this.model.detokenize([t], true);
+      return { token: text, logprob: p > 0 ? Math.log(p) : -9999, bytes: [...Buffer.from(text, 'utf8')] };
+    };
+    const chosen = entry(token, probabilities?.get(token) ?? 0);
+    const alternatives = [...(probabilities ?? new Map<Token, number>()).entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([t, p]) => entry(t, p));
+    return { ...chosen, top: alternatives };
+  }
+
+  private async embed(task: EmbeddingTask, signal: AbortSignal, emit: Emit): Promise<void> {
+    const limit = Math.min(this.config.contextSize, this.model.trainContextSize);
+    // Created on first use: models that never embed do not pay for a second context.
+    this.embeddingContext ??= this.model.createEmbeddingContext({ contextSize: limit, threads: this.config.threads });
+    const context = await this.embeddingContext;
+    const inputs = task.inputs.map((text, i) => {
+      const tokens = this.model.tokenize(text);
+      if (tokens.length <= limit) return tokens;
+      if (!task.truncate) {
+        throw new ShoalError('CONTEXT_OVERFLOW', `input ${i} is ${tokens.length} tokens but the embedding context holds ${limit}: shorten it or allow truncation`, {
+          param: 'input',
+        });
+      }
+      return tokens.slice(0, limit);
+    });
+    const promptTokens = inputs.reduce((sum, tokens) => sum + tokens.length, 0);
     emit({ type: 'start', promptTokens });
-    let completionTokens = 0;
-    const completion = new LlamaCompletion({ contextSequence: sequence });
-    try {
-      const result = await completion.generateCompletionWithMeta(text, {
-        ...samplingOptions(task),
-        maxTokens,
-        customStopTriggers: task.stop,
-        signal,
-        stopOnAbortSignal: true,
-        onToken: (tokens) => {
-          completionTokens += tokens.length;
-        },
-        onTextChunk: (chunk) => {
-          if (chunk !== '') emit({ type: 'text', text: chunk, tokens: 0 });
-        },
-      });
-      this.finish(result.metadata.stopReason, promptTokens, completionTokens, emit);
-    } finally {
-      completion.dispose({ disposeSequence: false });
+    const vectors: number[][] = [];
+    for (const tokens of inputs) {
+      if (signal.aborted) throw new ShoalError('CANCELLED', 'the request was cancelled');
+      const embedding = await context.getEmbeddingFor(tokens);
+      vectors.push([...embedding.vector]);
     }
-  }
-
-  /** Returns how many tokens the task may generate, or throws when its prompt leaves no room. */
-  private admit(promptTokens: number, task: InferenceTask): number {
-    const room = this.context.contextSize - promptTokens;
-    if (room < 1) {
-      throw new ShoalError(
-        'CONTEXT_OVERFLOW',
-        `the prompt is ${promptTokens} tokens but the model's context holds ${this.context.contextSize}: shorten the prompt or start the node with a larger --context-size`,
-        { param: 'messages' },
-      );
-    }
-    return Math.min(task.sampling.maxTokens ?? room, room);
-  }
-
-  private finish(
-    stopReason: 'eogToken' | 'stopGenerationTrigger' | 'functionCalls' | 'maxTokens' | 'abort' | 'customStopTrigger',
-    promptTokens: number,
-    completionTokens: number,
-    emit: (event: TaskEvent) => void,
-  ): void {
-    if (stopReason === 'abort') throw new ShoalError('CANCELLED', 'the request was cancelled');
-    const finishReason: FinishReason = stopReason === 'maxTokens' ? 'length' : 'stop';
-    emit({ type: 'end', finishReason, usage: { promptTokens, completionTokens } });
+    emit({ type: 'embeddings', vectors });
+    emit({ type: 'end', finishReason: 'stop', usage: { promptTokens, completionTokens: 0 } });
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
+    if (this.embeddingContext) await (await this.embeddingContext).dispose();
     await this.context.dispose();
     await this.model.dispose();
     await this.llama.dispose();
   }
 }
 
-function samplingOptions(task: InferenceTask): {
-  temperature: number;
-  topP?: number;
-  seed?: number;
-  repeatPenalty: false;
-} {
-  const { temperature, topP, seed } = task.sampling;
-  return {
-    temperature,
-    ...(temperature > 0 ? { topP } : {}),
-    ...(seed !== null ? { seed } : {}),
-    // OpenAI-style APIs apply no repeat penalty unless asked; the library's default would change outputs.
-    repeatPenalty: false,
-  };
-}
+/** llama.cpp's `general.file_type` numbers for the types Shoal meets most. */
+const FILE_TYPES: Record<number, string> = { 0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 7: 'Q8_0', 8: 'Q5_0', 9: 'Q5_1', 15: 'Q4_K_M', 17: 'Q5_K_M', 18: 'Q6_K', 32: 'BF16' };
 
-function toChatHistory(messages: ChatMessage[]): ChatHistoryItem[] {
-  const history: ChatHistoryItem[] = messages.map((message) => {
-    switch (message.role) {
-      case 'system':
-        return { type: 'system', text: message.content };
-      case 'user':
-        return { type: 'user', text: message.content };
-      case 'assistant':
-        return { type: 'model', response: [message.content] };
-    }
-  });
-  // A trailing assistant message is continued (prefill); otherwise the model starts a new turn.
-  if (history.at(-1)?.type !== 'model') history.push({ type: 'model', response: [] });
-  return history;
+function fileTypeName(fileType: unknown): string {
+  return typeof fileType === 'number' ? (FILE_TYPES[fileType] ?? `type ${fileType}`) : String(fileType);
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ERROR_CODES } from '../../common/errors.js';
-import { InferenceTask, TaskEvent } from '../../wire/task.js';
+import { RunnerTask, TaskEvent } from '../../wire/task.js';
 
 /**
  * The typed protocol between a node and one runner child process, over Node's IPC channel. Every
@@ -21,12 +21,23 @@ export const RunnerConfig = z.strictObject({
 });
 export type RunnerConfig = z.infer<typeof RunnerConfig>;
 
+/** What the runner learned from the GGUF header, for listings such as Ollama's `/api/show`. */
+export const ModelFacts = z.strictObject({
+  architecture: z.string(),
+  sizeBytes: z.number().int().nonnegative(),
+  /** llama.cpp's file type name, e.g. `MOSTLY_Q8_0`. */
+  fileType: z.string().nullable(),
+  parameterCount: z.number().int().nonnegative().nullable(),
+  hasChatTemplate: z.boolean(),
+});
+export type ModelFacts = z.infer<typeof ModelFacts>;
+
 export const RequestId = z.string().min(1).max(64).brand<'RequestId'>();
 export type RequestId = z.infer<typeof RequestId>;
 
 export const ToRunner = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('load'), config: RunnerConfig }),
-  z.strictObject({ type: z.literal('generate'), id: RequestId, task: InferenceTask }),
+  z.strictObject({ type: z.literal('run'), id: RequestId, task: RunnerTask }),
   z.strictObject({ type: z.literal('cancel'), id: RequestId }),
   z.strictObject({ type: z.literal('shutdown') }),
 ]);
@@ -41,6 +52,7 @@ export const FromRunner = z.discriminatedUnion('type', [
     sequences: z.number().int().positive(),
     trainContextSize: z.number().int().positive(),
     gpu: z.union([z.string(), z.literal(false)]),
+    model: ModelFacts,
   }),
   /** The model could not be loaded; the runner exits right after. */
   z.strictObject({ type: z.literal('fatal'), message: z.string() }),

@@ -4,8 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { AsyncQueue } from '../../common/async-queue.js';
 import { ShoalError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
-import type { InferenceTask, TaskEvent } from '../../wire/task.js';
-import { FromRunner, type RequestId, type RunnerConfig, type ToRunner } from './protocol.js';
+import type { RunnerTask, TaskEvent } from '../../wire/task.js';
+import { FromRunner, type ModelFacts, type RequestId, type RunnerConfig, type ToRunner } from './protocol.js';
 
 export type RunnerState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
 
@@ -20,6 +20,7 @@ export interface RunnerStatus {
   contextSize: number | null;
   sequences: number | null;
   gpu: string | false | null;
+  model: ModelFacts | null;
 }
 
 export interface SupervisorOptions {
@@ -43,7 +44,7 @@ export interface SupervisorOptions {
 
 interface Request {
   id: RequestId;
-  task: InferenceTask;
+  task: RunnerTask;
   events: AsyncQueue<TaskEvent>;
   /** Set once the request was sent to the runner and holds one of its sequences. */
   dispatched: boolean;
@@ -65,7 +66,7 @@ export class RunnerSupervisor implements AsyncDisposable {
   private readonly queue: Request[] = [];
   private active = 0;
   private slots = 0;
-  private info: { contextSize: number; sequences: number; gpu: string | false } | null = null;
+  private info: { contextSize: number; sequences: number; gpu: string | false; model: ModelFacts } | null = null;
   private crashTimes: number[] = [];
   private restarts = 0;
   private restartTimer: NodeJS.Timeout | null = null;
@@ -97,6 +98,7 @@ export class RunnerSupervisor implements AsyncDisposable {
       contextSize: this.info?.contextSize ?? null,
       sequences: this.info?.sequences ?? null,
       gpu: this.info?.gpu ?? null,
+      model: this.info?.model ?? null,
     };
   }
 
@@ -123,7 +125,7 @@ export class RunnerSupervisor implements AsyncDisposable {
    * Queues a task and streams its events. Aborting `signal` cancels it: a queued task leaves the queue,
    * a running one is stopped in the runner, and the stream ends with CANCELLED.
    */
-  generate(task: InferenceTask, signal: AbortSignal): AsyncIterable<TaskEvent> {
+  run(task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent> {
     if (this.state === 'failed' || this.state === 'stopped') throw this.unavailableError();
     if (this.queue.length >= this.opts.maxQueuedRequests) {
       throw new ShoalError(
@@ -166,7 +168,7 @@ export class RunnerSupervisor implements AsyncDisposable {
       const request = this.queue.shift()!;
       request.dispatched = true;
       this.active += 1;
-      this.sendToChild({ type: 'generate', id: request.id, task: request.task });
+      this.sendToChild({ type: 'run', id: request.id, task: request.task });
     }
   }
 
@@ -214,8 +216,8 @@ export class RunnerSupervisor implements AsyncDisposable {
         this.state = 'ready';
         this.reason = null;
         this.slots = message.sequences;
-        this.info = { contextSize: message.contextSize, sequences: message.sequences, gpu: message.gpu };
-        this.options.log.info({ ...this.info, pid: child.pid }, 'runner ready');
+        this.info = { contextSize: message.contextSize, sequences: message.sequences, gpu: message.gpu, model: message.model };
+        this.options.log.info({ contextSize: message.contextSize, sequences: message.sequences, gpu: message.gpu, pid: child.pid }, 'runner ready');
         this.notifyReadyWaiters();
         this.pump();
         break;
