@@ -1,0 +1,154 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gguf } from '@huggingface/gguf';
+import { ensureGeneratedModel, TINY_EOS_MODEL_SPEC, TINY_MODEL_SPEC } from './builtin.js';
+import { countParams, generateRandomModel, GgufSpecError, modelSpecForParams, parseModelSpec, type RandomModelSpec } from './random-model.js';
+import { GgmlType } from '../gguf/quantize.js';
+
+async function withTempDir(run: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'shoal-random-model-'));
+  try {
+    await run(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function sha256(path: string): Promise<string> {
+  return createHash('sha256').update(await readFile(path)).digest('hex');
+}
+
+// The tiny model's bytes, pinned: a change here means every machine would now generate a different
+// file (or the recipe changed on purpose, and this should be updated with it).
+const TINY_SHA256 = '6608ce99638ccf06b0d661f957bba1f4ecc46e77327690181a9eebc51191c1c2';
+
+test('the same spec generates byte-identical files', async () => {
+  await withTempDir(async (dir) => {
+    for (const tensorType of ['f32', 'q4_0'] as const) {
+      const spec = { ...TINY_MODEL_SPEC, tensorType };
+      await generateRandomModel(spec, join(dir, 'a.gguf'));
+      await generateRandomModel(spec, join(dir, 'b.gguf'));
+      assert.equal(await sha256(join(dir, 'a.gguf')), await sha256(join(dir, 'b.gguf')), tensorType);
+    }
+    await generateRandomModel(TINY_MODEL_SPEC, join(dir, 'tiny.gguf'));
+    assert.equal(await sha256(join(dir, 'tiny.gguf')), TINY_SHA256);
+  });
+});
+
+test('the seed changes the weights', async () => {
+  await withTempDir(async (dir) => {
+    await generateRandomModel(TINY_MODEL_SPEC, join(dir, 'a.gguf'));
+    await generateRandomModel({ ...TINY_MODEL_SPEC, seed: TINY_MODEL_SPEC.seed + 1 }, join(dir, 'b.gguf'));
+    assert.notEqual(await sha256(join(dir, 'a.gguf')), await sha256(join(dir, 'b.gguf')));
+  });
+});
+
+test('generated metadata and tensor infos are what llama.cpp expects', async () => {
+  await withTempDir(async (dir) => {
+    const spec: RandomModelSpec = { ...TINY_EOS_MODEL_SPEC, tensorType: 'q8_0' };
+    const path = join(dir, 'model.gguf');
+    const size = await generateRandomModel(spec, path);
+    assert.equal((await stat(path)).size, size);
+    const parsed = await gguf(path, { allowLocalFile: true, computeParametersCount: true });
+    const kv = parsed.metadata as unknown as Record<string, unknown>;
+    assert.equal(kv['general.architecture'], 'llama');
+    assert.equal(kv['general.name'], spec.name);
+    assert.equal(kv['general.alignment'], 32);
+    assert.equal(kv['general.file_type'], 7);
+    assert.equal(kv['llama.embedding_length'], spec.embeddingLength);
+    assert.equal(kv['llama.block_count'], spec.blockCount);
+    assert.equal(kv['llama.attention.head_count_kv'], spec.headCountKv);
+    assert.equal(kv['llama.rope.dimension_count'], spec.embeddingLength / spec.headCount);
+    assert.equal(kv['llama.attention.layer_norm_rms_epsilon'], Math.fround(spec.rmsEps));
+    assert.equal(kv['tokenizer.ggml.model'], 'llama');
+    assert.equal((kv['tokenizer.ggml.tokens'] as string[]).length, spec.vocabSize);
+    assert.equal(kv['tokenizer.ggml.eos_token_id'], 4);
+    assert.equal(kv['tokenizer.ggml.bos_token_id'], 1);
+    assert.equal(kv['tokenizer.ggml.add_bos_token'], true);
+    assert.match(kv['tokenizer.chat_template'] as string, /<\|im_start\|>assistant\\n/);
+
+    const byName = new Map(parsed.tensorInfos.map((t) => [t.name, t]));
+    assert.equal(parsed.tensorInfos.length, 3 + 9 * spec.blockCount);
+    const kvLength = (spec.embeddingLength / spec.headCount) * spec.headCountKv;
+    const expect = (name: string, shape: number[], type: GgmlType): void => {
+      const info = byName.get(name);
+      assert.ok(info, name);
+      assert.deepEqual(info.shape.map(Number), shape, name);
+      assert.equal(Number(info.dtype), type, name);
+    };
+    expect('token_embd.weight', [spec.embeddingLength, spec.vocabSize], GgmlType.Q8_0);
+    expect('output.weight', [spec.embeddingLength, spec.vocabSize], GgmlType.Q8_0);
+    expect('output_norm.weight', [spec.embeddingLength], GgmlType.F32);
+    expect('blk.1.attn_norm.weight', [spec.embeddingLength], GgmlType.F32);
+    expect('blk.1.attn_k.weight', [spec.embeddingLength, kvLength], GgmlType.Q8_0);
+    expect('blk.1.ffn_down.weight', [spec.feedForwardLength, spec.embeddingLength], GgmlType.Q8_0);
+    assert.equal(parsed.parameterCount, countParams(spec));
+  });
+});
+
+test('spec validation names every problem', () => {
+  const check = (overrides: Record<string, unknown>, pattern: RegExp): void => {
+    assert.throws(
+      () => parseModelSpec({ ...TINY_MODEL_SPEC, ...overrides }),
+      (err: unknown) => err instanceof GgufSpecError && err.code === 'GGUF_SPEC_INVALID' && pattern.test(err.message),
+    );
+  };
+  check({ headCount: 3 }, /not divisible by headCount/);
+  check({ headCountKv: 3 }, /not divisible by headCountKv/);
+  check({ tensorType: 'q4_0', feedForwardLength: 120 }, /feedForwardLength 120 must be a multiple of 32 for q4_0/);
+  check({ tensorType: 'q8_0', embeddingLength: 80, headCount: 4, headCountKv: 2 }, /embeddingLength 80 must be a multiple of 32/);
+  check({ tensorType: 'q5_0' }, /tensorType/);
+  check({ vocabSize: 10 }, /vocabSize/);
+  check({ eosBias: 'sometimes' }, /eosBias/);
+  check({ extra: 1 }, /extra|unrecognized/i);
+  assert.doesNotThrow(() => parseModelSpec({ ...TINY_MODEL_SPEC, tensorType: 'f16', feedForwardLength: 120 }));
+});
+
+test('modelSpecForParams picks llama-like shapes near the requested size', () => {
+  const spec200 = modelSpecForParams(200e6);
+  assert.deepEqual(
+    [spec200.embeddingLength, spec200.vocabSize, spec200.feedForwardLength, spec200.headCount, spec200.headCountKv],
+    [1024, 32000, 2816, 16, 8],
+  );
+  for (const params of [1e6, 10e6, 200e6, 1.5e9]) {
+    const spec = modelSpecForParams(params);
+    assert.ok(Math.abs(countParams(spec) - params) / params < 0.1, `${params}: got ${countParams(spec)}`);
+    assert.equal(spec.embeddingLength % 32, 0);
+    assert.equal(spec.feedForwardLength % 32, 0);
+    assert.doesNotThrow(() => parseModelSpec({ ...spec, tensorType: 'q4_0' }));
+  }
+  const custom = modelSpecForParams(1e6, { seed: 7, tensorType: 'q8_0', name: 'custom' });
+  assert.equal(custom.seed, 7);
+  assert.equal(custom.tensorType, 'q8_0');
+  assert.equal(custom.name, 'custom');
+  assert.throws(() => modelSpecForParams(0), GgufSpecError);
+});
+
+test('countParams adds up the tensors', () => {
+  // token_embd + output (2 * 1024 * 64), output_norm 64, and per block: 2 norms, q and o (64 * 64),
+  // k and v (64 * 32), gate, up and down (64 * 128).
+  const perBlock = 2 * 64 + 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128;
+  assert.equal(countParams(TINY_MODEL_SPEC), 2 * 1024 * 64 + 64 + 2 * perBlock);
+});
+
+test('ensureGeneratedModel creates a missing file once and then reuses it', async () => {
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'nested', 'tiny.gguf');
+    assert.equal(await ensureGeneratedModel(TINY_MODEL_SPEC, path), path);
+    const first = await stat(path);
+    assert.equal(await ensureGeneratedModel(TINY_MODEL_SPEC, path), path);
+    assert.equal((await stat(path)).mtimeMs, first.mtimeMs);
+  });
+});
+
+test('generating the tiny model takes well under a second', async () => {
+  await withTempDir(async (dir) => {
+    const startedMs = performance.now();
+    await generateRandomModel(TINY_MODEL_SPEC, join(dir, 'tiny.gguf'));
+    assert.ok(performance.now() - startedMs < 1000);
+  });
+});
