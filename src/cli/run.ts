@@ -22,6 +22,8 @@ Options:
   --gpu <auto|false|cuda|vulkan|metal>   compute backend (default auto)
   --context-size <tokens>  context per concurrent request (default 4096, capped at the model's)
   --parallel <n>           concurrent requests per instance, batched together (default 8)
+  --api-key <key>          require this key on inference routes (repeatable; also SHOAL_API_KEYS,
+                           comma-separated). Default: no key needed
   -h, --help               show this help`;
 
 /** Milliseconds a stop may take before the process exits anyway. */
@@ -49,6 +51,7 @@ export async function runCommand(args: string[]): Promise<number> {
         gpu: { type: 'string' },
         'context-size': { type: 'string' },
         parallel: { type: 'string' },
+        'api-key': { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -78,6 +81,7 @@ export async function runCommand(args: string[]): Promise<number> {
       gpu: gpu.data,
       contextSize: positiveInt('context-size', values['context-size'], 4096),
       sequences: positiveInt('parallel', values.parallel, 8),
+      apiKeys: [...(values['api-key'] ?? []), ...(process.env.SHOAL_API_KEYS ?? '').split(',')].map((k) => k.trim()).filter((k) => k !== ''),
     };
   } catch (error) {
     console.error((error as Error).message);

@@ -28,6 +28,8 @@ export interface NodeOptions {
   contextSize: number;
   sequences: number;
   maxBodyBytes?: number;
+  /** Keys inference routes require; empty means open. */
+  apiKeys?: string[];
 }
 
 export interface RunningNode extends AsyncDisposable {
@@ -95,7 +97,7 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
     };
   };
 
-  const app = buildServer({ log, dispatcher: new LocalDispatcher(worker), health, maxBodyBytes: options.maxBodyBytes });
+  const app = buildServer({ log, dispatcher: new LocalDispatcher(worker), health, maxBodyBytes: options.maxBodyBytes, apiKeys: options.apiKeys });
   try {
     await app.listen({ port: options.apiPort, host: options.host });
   } catch (error) {

@@ -6,7 +6,12 @@ import { parseBody } from '../validation.js';
 import { toOpenAIError } from './errors.js';
 import { chatRequestToTask, completionRequestToTask, COMPLETIONS_DEFAULT_MAX_TOKENS } from './normalize.js';
 import { ChatCompletionRequest, CompletionRequest } from './schemas.js';
-import { chatChunkBody, chatCompletionBody, chatUsageChunkBody, completionBody, modelBody, type ResponseMeta } from './serialize.js';
+import type { CollectedAnswer } from '../collect.js';
+import { chatChunkBody, chatCompletionBody, chatUsageChunkBody, completionBody, embeddingBase64, embeddingsBody, modelBody, type ResponseMeta } from './serialize.js';
+
+function answer(fields: Partial<CollectedAnswer>): CollectedAnswer {
+  return { text: '', reasoning: '', toolCalls: [], logprobs: null, vectors: [], finishReason: 'stop', usage: { promptTokens: 10, completionTokens: 5 }, ...fields };
+}
 
 const meta: ResponseMeta = { id: 'chatcmpl-1', model: 'shoal/tiny', created: 1_700_000_000 };
 const usage = { promptTokens: 10, completionTokens: 5 };
@@ -22,6 +27,7 @@ test('chat requests normalize to one task: roles, content parts, defaults, stop'
     stop: 'END',
   });
   assert.deepEqual(chatRequestToTask(body), {
+    kind: 'generate',
     model: 'shoal/tiny',
     prompt: {
       kind: 'chat',
@@ -31,8 +37,12 @@ test('chat requests normalize to one task: roles, content parts, defaults, stop'
         { role: 'assistant', content: '' },
       ],
     },
-    sampling: { maxTokens: null, temperature: 1, topP: 1, seed: null },
+    sampling: { maxTokens: null, temperature: 1, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
     stop: ['END'],
+    tools: [],
+    toolChoice: { mode: 'auto' },
+    format: { kind: 'text' },
+    logprobs: null,
   });
 });
 
@@ -48,7 +58,7 @@ test('max_completion_tokens wins over max_tokens; explicit sampling is kept', ()
     stop: ['a', 'b'],
   });
   const task = chatRequestToTask(body);
-  assert.deepEqual(task.sampling, { maxTokens: 3, temperature: 0, topP: 0.5, seed: 42 });
+  assert.deepEqual(task.sampling, { maxTokens: 3, temperature: 0, topP: 0.5, seed: 42, presencePenalty: 0, frequencyPenalty: 0 });
   assert.deepEqual(task.stop, ['a', 'b']);
 });
 
@@ -58,17 +68,26 @@ test('completion requests default max_tokens to OpenAI’s 16 and accept a one-e
   assert.equal(task.sampling.maxTokens, COMPLETIONS_DEFAULT_MAX_TOKENS);
 });
 
-test('n other than 1, echo and tools are refused by name', () => {
+test('n other than 1, echo and logit_bias are refused by name', () => {
   const n = () => parseBody(ChatCompletionRequest, { model: 'm', messages: [{ role: 'user', content: 'x' }], n: 2 });
   assert.throws(n, (e: unknown) => e instanceof ShoalError && e.param === 'n');
   const echo = () => parseBody(CompletionRequest, { model: 'm', prompt: 'x', echo: true });
   assert.throws(echo, (e: unknown) => e instanceof ShoalError && e.param === 'echo');
-  const tools = () => parseBody(ChatCompletionRequest, { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [] });
-  assert.throws(tools, (e: unknown) => e instanceof ShoalError && e.code === 'UNSUPPORTED_PARAMETER' && e.param === 'tools');
+  const bias = () => parseBody(ChatCompletionRequest, { model: 'm', messages: [{ role: 'user', content: 'x' }], logit_bias: {} });
+  assert.throws(bias, (e: unknown) => e instanceof ShoalError && e.code === 'UNSUPPORTED_PARAMETER' && e.param === 'logit_bias');
 });
 
 test('response bodies validate against OpenAI’s schemas', () => {
-  assertOpenAIShape('CreateChatCompletionResponse', chatCompletionBody(meta, 'hi', 'stop', usage));
+  assertOpenAIShape('CreateChatCompletionResponse', chatCompletionBody(meta, answer({ text: 'hi' })));
+  const withCall = chatCompletionBody(meta, answer({ toolCalls: [{ id: 'call_1', name: 'f', arguments: '{}' }], finishReason: 'tool_calls', reasoning: 'hmm' }));
+  assertOpenAIShape('CreateChatCompletionResponse', withCall);
+  assert.equal(withCall.choices[0]!.message.content, null, 'a reply that is only tool calls has null content');
+  assert.equal(withCall.choices[0]!.message.reasoning_content, 'hmm');
+  const withLogprobs = chatCompletionBody(meta, answer({ text: 'a', logprobs: [{ token: 'a', logprob: -0.5, bytes: [97], top: [{ token: 'a', logprob: -0.5, bytes: [97] }] }] }));
+  assertOpenAIShape('CreateChatCompletionResponse', withLogprobs);
+  assertOpenAIShape('CreateChatCompletionStreamResponse', chatChunkBody(meta, { tool_calls: [{ index: 0, id: 'c', type: 'function', function: { name: 'f', arguments: '' } }] }, null, false));
+  assertOpenAIShape('CreateChatCompletionStreamResponse', chatChunkBody(meta, {}, 'tool_calls', false));
+  assertOpenAIShape('CreateEmbeddingResponse', embeddingsBody('m', [[0.5, -1]], 'float', 3));
   assertOpenAIShape('CreateChatCompletionStreamResponse', chatChunkBody(meta, { role: 'assistant', content: '' }, null, false));
   assertOpenAIShape('CreateChatCompletionStreamResponse', chatChunkBody(meta, { content: 'x' }, null, true));
   assertOpenAIShape('CreateChatCompletionStreamResponse', chatChunkBody(meta, {}, 'length', true));
@@ -90,4 +109,44 @@ test('every error code maps to a valid OpenAI error with a 4xx/5xx status', () =
   assert.equal(toOpenAIError(new ShoalError('PAYLOAD_TOO_LARGE', 'x')).status, 413);
   assert.equal(toOpenAIError(new ShoalError('MODEL_LOADING', 'x')).status, 503);
   assert.equal(toOpenAIError(new ShoalError('QUEUE_FULL', 'x')).status, 429);
+});
+
+test('base64 embeddings are float32 little-endian, as OpenAI sends them', () => {
+  const encoded = embeddingBase64([1, -2.5]);
+  const bytes = Buffer.from(encoded, 'base64');
+  assert.deepEqual([bytes.readFloatLE(0), bytes.readFloatLE(4)], [1, -2.5]);
+});
+
+test('tools, tool_choice, response_format and logprobs normalize into the task', () => {
+  const body = parseBody(ChatCompletionRequest, {
+    model: 'm',
+    messages: [
+      { role: 'user', content: 'x' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'result' },
+    ],
+    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'integer' } } } } }],
+    tool_choice: { type: 'function', function: { name: 'f' } },
+    response_format: { type: 'json_schema', json_schema: { name: 'out', schema: { type: 'object' } } },
+    logprobs: true,
+    top_logprobs: 3,
+    presence_penalty: 0.5,
+  });
+  const task = chatRequestToTask(body);
+  assert.deepEqual(task.toolChoice, { mode: 'tool', name: 'f' });
+  assert.deepEqual(task.format, { kind: 'json_schema', schema: { type: 'object' } });
+  assert.deepEqual(task.logprobs, { top: 3 });
+  assert.equal(task.sampling.presencePenalty, 0.5);
+  assert.deepEqual(task.prompt.kind === 'chat' && task.prompt.messages.slice(1), [
+    { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'f', arguments: '{"a":1}' }] },
+    { role: 'tool', toolCallId: 'c1', content: 'result' },
+  ]);
+});
+
+test('a tool_choice naming an unknown tool, or top_logprobs without logprobs, is a 400 naming the field', () => {
+  const unknown = () =>
+    chatRequestToTask(parseBody(ChatCompletionRequest, { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }));
+  assert.throws(unknown, (e: unknown) => e instanceof ShoalError && e.param === 'tool_choice');
+  const top = () => chatRequestToTask(parseBody(ChatCompletionRequest, { model: 'm', messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }));
+  assert.throws(top, (e: unknown) => e instanceof ShoalError && e.param === 'top_logprobs');
 });

@@ -1,27 +1,27 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ShoalError, toShoalError } from '../../common/errors.js';
-import type { FinishReason, InferenceTask, Usage } from '../../wire/task.js';
-import type { Dispatcher } from '../dispatch.js';
+import type { TaskEvent } from '../../wire/task.js';
+import { collectAnswer } from '../collect.js';
+import { fromFastifyError } from '../fastify-errors.js';
 import type { FamilyOptions } from '../server.js';
 import { clientAbortSignal, SSE_HEADERS, startTask, writeSseData } from '../stream.js';
 import { parseBody } from '../validation.js';
-import { fromFastifyError } from '../fastify-errors.js';
 import { toOpenAIError } from './errors.js';
-import { chatRequestToTask, completionRequestToTask } from './normalize.js';
-import { ChatCompletionRequest, CompletionRequest } from './schemas.js';
+import { chatRequestToTask, completionRequestToTask, embeddingRequestToTask } from './normalize.js';
+import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest } from './schemas.js';
 import {
   chatChunkBody,
   chatCompletionBody,
   chatUsageChunkBody,
   completionBody,
+  completionLogprobs,
+  embeddingsBody,
   modelBody,
   openAIId,
   type ResponseMeta,
 } from './serialize.js';
 
-type Kind = 'chat' | 'completion';
-
-/** The OpenAI family: `/v1/models`, `/v1/chat/completions`, `/v1/completions`. */
+/** The OpenAI family: `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`. */
 export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions): Promise<void> {
   const { dispatcher } = options;
 
@@ -42,68 +42,104 @@ export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions)
 
   app.post('/v1/chat/completions', async (request, reply) => {
     const body = parseBody(ChatCompletionRequest, request.body);
-    await respond(dispatcher, 'chat', chatRequestToTask(body), body.stream === true, body.stream_options?.include_usage === true, request, reply);
+    const task = chatRequestToTask(body);
+    const meta = newMeta('chatcmpl', task.model);
+    const signal = clientAbortSignal(request, reply);
+    const started = await startTask(dispatcher, task, signal);
+    if (body.stream !== true) {
+      await reply.send(chatCompletionBody(meta, await collectAnswer(started.events, task.logprobs !== null)));
+      return;
+    }
+    const includeUsage = body.stream_options?.include_usage === true;
+    await streamSse(reply, started.events, (event, write) => {
+      switch (event.type) {
+        case 'text':
+          write(chatChunkBody(meta, { content: event.text }, null, includeUsage, event.logprobs));
+          break;
+        case 'reasoning':
+          write(chatChunkBody(meta, { reasoning_content: event.text }, null, includeUsage));
+          break;
+        case 'tool_call':
+          write(chatChunkBody(meta, { tool_calls: [{ index: event.index, id: event.id, type: 'function', function: { name: event.name, arguments: '' } }] }, null, includeUsage));
+          break;
+        case 'tool_call_delta':
+          write(chatChunkBody(meta, { tool_calls: [{ index: event.index, function: { arguments: event.arguments } }] }, null, includeUsage));
+          break;
+        case 'end':
+          write(chatChunkBody(meta, {}, event.finishReason, includeUsage));
+          if (includeUsage) write(chatUsageChunkBody(meta, event.usage));
+          break;
+        case 'start':
+        case 'embeddings':
+          break;
+      }
+    }, () => writeSseData(reply, chatChunkBody(meta, { role: 'assistant', content: '' }, null, includeUsage)));
   });
 
   app.post('/v1/completions', async (request, reply) => {
     const body = parseBody(CompletionRequest, request.body);
-    await respond(dispatcher, 'completion', completionRequestToTask(body), body.stream === true, body.stream_options?.include_usage === true, request, reply);
+    const task = completionRequestToTask(body);
+    const meta = newMeta('cmpl', task.model);
+    const signal = clientAbortSignal(request, reply);
+    const started = await startTask(dispatcher, task, signal);
+    if (body.stream !== true) {
+      const answer = await collectAnswer(started.events, task.logprobs !== null);
+      await reply.send(completionBody(meta, answer.text, answer.finishReason, answer.usage, answer.logprobs ? completionLogprobs(answer.logprobs, 0) : null));
+      return;
+    }
+    const includeUsage = body.stream_options?.include_usage === true;
+    let offset = 0;
+    await streamSse(reply, started.events, (event, write) => {
+      if (event.type === 'text') {
+        const logprobs = event.logprobs ? completionLogprobs(event.logprobs, offset) : null;
+        offset += event.text.length;
+        write({ ...completionBody(meta, event.text, null, null, logprobs), ...(includeUsage ? { usage: null } : {}) });
+      } else if (event.type === 'end') {
+        write({ ...completionBody(meta, '', event.finishReason, null), ...(includeUsage ? { usage: null } : {}) });
+        if (includeUsage) write({ ...completionBody(meta, '', null, event.usage), choices: [] });
+      }
+    });
+  });
+
+  app.post('/v1/embeddings', async (request, reply) => {
+    const body = parseBody(EmbeddingRequest, request.body);
+    const task = embeddingRequestToTask(body);
+    const started = await startTask(dispatcher, task, clientAbortSignal(request, reply));
+    const answer = await collectAnswer(started.events, false);
+    await reply.send(embeddingsBody(task.model, answer.vectors, body.encoding_format ?? 'float', answer.usage.promptTokens));
   });
 }
 
-async function respond(
-  dispatcher: Dispatcher,
-  kind: Kind,
-  task: InferenceTask,
-  stream: boolean,
-  includeUsage: boolean,
-  request: FastifyRequest,
-  reply: FastifyReply,
-): Promise<void> {
-  const signal = clientAbortSignal(request, reply);
-  const meta: ResponseMeta = { id: openAIId(kind === 'chat' ? 'chatcmpl' : 'cmpl'), model: task.model, created: Math.floor(Date.now() / 1000) };
-  const started = await startTask(dispatcher, task, signal);
-  if (!stream) {
-    let text = '';
-    let end: { finishReason: FinishReason; usage: Usage } | null = null;
-    for (let next = await started.events.next(); !next.done; next = await started.events.next()) {
-      const event = next.value;
-      if (event.type === 'text') text += event.text;
-      else if (event.type === 'end') end = event;
-    }
-    if (!end) throw new ShoalError('INTERNAL', 'the generation ended without an end event');
-    await reply.send(kind === 'chat' ? chatCompletionBody(meta, text, end.finishReason, end.usage) : completionBody(meta, text, end.finishReason, end.usage));
-    return;
-  }
+function newMeta(prefix: 'chatcmpl' | 'cmpl', model: string): ResponseMeta {
+  return { id: openAIId(prefix), model, created: Math.floor(Date.now() / 1000) };
+}
 
+/**
+ * Streams a started task as OpenAI server-sent events, ending with `[DONE]`. A failure after the
+ * headers went out becomes a final error event, which is OpenAI's convention.
+ */
+async function streamSse(
+  reply: FastifyReply,
+  events: AsyncIterator<TaskEvent>,
+  onEvent: (event: TaskEvent, write: (body: unknown) => void) => void,
+  onOpen?: () => void,
+): Promise<void> {
   reply.hijack();
   reply.raw.writeHead(200, SSE_HEADERS);
-  if (kind === 'chat') writeSseData(reply, chatChunkBody(meta, { role: 'assistant', content: '' }, null, includeUsage));
+  onOpen?.();
+  const write = (body: unknown): void => writeSseData(reply, body);
   try {
-    for (let next = await started.events.next(); !next.done; next = await started.events.next()) {
-      const event = next.value;
-      if (event.type === 'text') {
-        writeSseData(reply, kind === 'chat' ? chatChunkBody(meta, { content: event.text }, null, includeUsage) : completionChunk(meta, event.text, null, includeUsage));
-      } else if (event.type === 'end') {
-        writeSseData(reply, kind === 'chat' ? chatChunkBody(meta, {}, event.finishReason, includeUsage) : completionChunk(meta, '', event.finishReason, includeUsage));
-        if (includeUsage) writeSseData(reply, kind === 'chat' ? chatUsageChunkBody(meta, event.usage) : { ...completionBody(meta, '', null, event.usage), choices: [] });
-      }
-    }
+    for (let next = await events.next(); !next.done; next = await events.next()) onEvent(next.value, write);
     writeSseData(reply, '[DONE]');
   } catch (error) {
-    // Headers are gone; OpenAI's convention is an error object as the last data event.
     const failure = toShoalError(error);
     if (failure.code !== 'CANCELLED') {
-      request.log.warn({ code: failure.code }, `stream failed: ${failure.message}`);
+      reply.log.warn({ code: failure.code }, `stream failed: ${failure.message}`);
       writeSseData(reply, toOpenAIError(failure).body);
     }
   } finally {
     reply.raw.end();
   }
-}
-
-function completionChunk(meta: ResponseMeta, text: string, finishReason: FinishReason | null, includeUsage: boolean) {
-  return { ...completionBody(meta, text, finishReason, null), ...(includeUsage ? { usage: null } : {}) };
 }
 
 export function sendOpenAIError(reply: FastifyReply, error: ShoalError, status?: number): FastifyReply {

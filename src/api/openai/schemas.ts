@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MAX_MESSAGES, MAX_STOP_SEQUENCE_CHARS, MAX_STOP_SEQUENCES } from '../../wire/task.js';
+import { MAX_EMBEDDING_INPUTS, MAX_MESSAGES, MAX_STOP_SEQUENCE_CHARS, MAX_STOP_SEQUENCES, MAX_TOOLS, MAX_TOP_LOGPROBS } from '../../wire/task.js';
 
 /**
  * OpenAI request bodies as Shoal accepts them. Objects are strict: a parameter Shoal does not
@@ -12,6 +12,12 @@ const MessageContent = z.union([z.string(), z.array(TextPart).min(1)], {
   error: 'must be a string or an array of text parts',
 });
 
+const ToolCallPart = z.strictObject({
+  id: z.string().min(1).max(128),
+  type: z.literal('function'),
+  function: z.strictObject({ name: z.string().min(1).max(128), arguments: z.string() }),
+});
+
 export const ChatCompletionMessage = z.discriminatedUnion(
   'role',
   [
@@ -20,11 +26,15 @@ export const ChatCompletionMessage = z.discriminatedUnion(
     z.strictObject({ role: z.literal('user'), content: MessageContent }),
     z.strictObject({
       role: z.literal('assistant'),
-      content: MessageContent.nullable(),
+      content: MessageContent.nullable().optional(),
       refusal: z.string().nullable().optional(),
+      tool_calls: z.array(ToolCallPart).max(MAX_TOOLS).optional(),
+      /** What OpenAI-compatible servers call a reply's reasoning; clients replay it. */
+      reasoning_content: z.string().nullable().optional(),
     }),
+    z.strictObject({ role: z.literal('tool'), content: MessageContent, tool_call_id: z.string().max(128) }),
   ],
-  { error: 'role must be one of system, developer, user, assistant' },
+  { error: 'role must be one of system, developer, user, assistant, tool' },
 );
 export type ChatCompletionMessage = z.infer<typeof ChatCompletionMessage>;
 
@@ -36,12 +46,16 @@ const Stop = z
   .nullable()
   .optional();
 
+const Penalty = z.number().min(-2).max(2).nullable().optional();
+
 const SamplingFields = {
   model: z.string().min(1),
   temperature: z.number().min(0).max(2).nullable().optional(),
   top_p: z.number().gt(0).max(1).nullable().optional(),
   seed: z.number().int().nullable().optional(),
   stop: Stop,
+  presence_penalty: Penalty,
+  frequency_penalty: Penalty,
   stream: z.boolean().nullable().optional(),
   stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
   n: z.literal(1, { error: 'only n=1 is supported; send several requests for several choices' }).nullable().optional(),
@@ -50,11 +64,47 @@ const SamplingFields = {
 
 const MaxTokens = z.number().int().positive().nullable().optional();
 
+const FunctionTool = z.strictObject({
+  type: z.literal('function'),
+  function: z.strictObject({
+    name: z.string().min(1).max(128),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullable().optional(),
+  }),
+});
+
+const ToolChoiceParam = z.union([
+  z.enum(['none', 'auto', 'required']),
+  z.strictObject({ type: z.literal('function'), function: z.strictObject({ name: z.string().min(1) }) }),
+]);
+
+const ResponseFormat = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('text') }),
+  z.strictObject({ type: z.literal('json_object') }),
+  z.strictObject({
+    type: z.literal('json_schema'),
+    json_schema: z.strictObject({
+      name: z.string().min(1).max(64),
+      description: z.string().optional(),
+      schema: z.record(z.string(), z.unknown()).optional(),
+      strict: z.boolean().nullable().optional(),
+    }),
+  }),
+]);
+
 export const ChatCompletionRequest = z.strictObject({
   ...SamplingFields,
   messages: z.array(ChatCompletionMessage).min(1, 'must contain at least one message').max(MAX_MESSAGES),
   max_tokens: MaxTokens,
   max_completion_tokens: MaxTokens,
+  tools: z.array(FunctionTool).max(MAX_TOOLS).optional(),
+  tool_choice: ToolChoiceParam.optional(),
+  /** Accepted; a turn makes at most one call (docs/API.md). */
+  parallel_tool_calls: z.boolean().optional(),
+  response_format: ResponseFormat.optional(),
+  logprobs: z.boolean().nullable().optional(),
+  top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullable().optional(),
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>;
 
@@ -64,7 +114,19 @@ export const CompletionRequest = z.strictObject({
     error: 'must be a string',
   }),
   max_tokens: MaxTokens,
+  /** Legacy completions: how many alternatives per token to report (OpenAI allows up to 5). */
+  logprobs: z.number().int().min(0).max(5).nullable().optional(),
   echo: z.literal(false, { error: 'echo is not supported' }).optional(),
   suffix: z.null({ error: 'suffix is not supported' }).optional(),
 });
 export type CompletionRequest = z.infer<typeof CompletionRequest>;
+
+export const EmbeddingRequest = z.strictObject({
+  model: z.string().min(1),
+  input: z.union([z.string(), z.array(z.string()).min(1).max(MAX_EMBEDDING_INPUTS)], {
+    error: 'must be a string or an array of strings (token arrays are not supported)',
+  }),
+  encoding_format: z.enum(['float', 'base64']).optional(),
+  user: z.string().optional(),
+});
+export type EmbeddingRequest = z.infer<typeof EmbeddingRequest>;

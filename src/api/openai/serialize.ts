@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { FinishReason, Usage } from '../../wire/task.js';
+import type { FinishReason, TokenLogprob, Usage } from '../../wire/task.js';
+import type { CollectedAnswer } from '../collect.js';
 
 /** Builders for OpenAI response bodies. Pure apart from id generation, which callers do once. */
 
@@ -28,7 +29,20 @@ export function toOpenAIUsage(usage: Usage): OpenAIUsage {
   };
 }
 
-export function chatCompletionBody(meta: ResponseMeta, text: string, finishReason: FinishReason, usage: Usage) {
+function chatLogprobs(entries: TokenLogprob[]) {
+  return {
+    content: entries.map((e) => ({
+      token: e.token,
+      logprob: e.logprob,
+      bytes: e.bytes,
+      top_logprobs: e.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })),
+    })),
+    refusal: null,
+  };
+}
+
+export function chatCompletionBody(meta: ResponseMeta, answer: CollectedAnswer) {
+  const calls = answer.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } }));
   return {
     id: meta.id,
     object: 'chat.completion' as const,
@@ -37,18 +51,27 @@ export function chatCompletionBody(meta: ResponseMeta, text: string, finishReaso
     choices: [
       {
         index: 0,
-        message: { role: 'assistant' as const, content: text, refusal: null },
-        logprobs: null,
-        finish_reason: finishReason,
+        message: {
+          role: 'assistant' as const,
+          // OpenAI sends null content for a reply that is only tool calls.
+          content: calls.length > 0 && answer.text === '' ? null : answer.text,
+          refusal: null,
+          ...(calls.length > 0 ? { tool_calls: calls } : {}),
+          ...(answer.reasoning !== '' ? { reasoning_content: answer.reasoning } : {}),
+        },
+        logprobs: answer.logprobs ? chatLogprobs(answer.logprobs) : null,
+        finish_reason: answer.finishReason,
       },
     ],
-    usage: toOpenAIUsage(usage),
+    usage: toOpenAIUsage(answer.usage),
   };
 }
 
 export interface ChunkDelta {
   role?: 'assistant';
   content?: string;
+  reasoning_content?: string;
+  tool_calls?: { index: number; id?: string; type?: 'function'; function: { name?: string; arguments: string } }[];
 }
 
 /** One `chat.completion.chunk`. With `include_usage`, every chunk but the last carries `usage: null`. */
@@ -57,13 +80,14 @@ export function chatChunkBody(
   delta: ChunkDelta,
   finishReason: FinishReason | null,
   includeUsage: boolean,
+  logprobs?: TokenLogprob[],
 ) {
   return {
     id: meta.id,
     object: 'chat.completion.chunk' as const,
     created: meta.created,
     model: meta.model,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    choices: [{ index: 0, delta, logprobs: logprobs ? chatLogprobs(logprobs) : null, finish_reason: finishReason }],
     ...(includeUsage ? { usage: null } : {}),
   };
 }
@@ -79,17 +103,56 @@ export function chatUsageChunkBody(meta: ResponseMeta, usage: Usage) {
   };
 }
 
-export function completionBody(meta: ResponseMeta, text: string, finishReason: FinishReason | null, usage: Usage | null) {
+/** The legacy completions log-probability shape: parallel arrays, one entry per token. */
+export function completionLogprobs(entries: TokenLogprob[], textOffset: number) {
+  const offsets: number[] = [];
+  let at = textOffset;
+  for (const e of entries) {
+    offsets.push(at);
+    at += e.token.length;
+  }
+  return {
+    tokens: entries.map((e) => e.token),
+    token_logprobs: entries.map((e) => e.logprob),
+    top_logprobs: entries.map((e) => Object.fromEntries(e.top.map((t) => [t.token, t.logprob]))),
+    text_offset: offsets,
+  };
+}
+
+export function completionBody(
+  meta: ResponseMeta,
+  text: string,
+  finishReason: FinishReason | null,
+  usage: Usage | null,
+  logprobs: ReturnType<typeof completionLogprobs> | null = null,
+) {
   return {
     id: meta.id,
     object: 'text_completion' as const,
     created: meta.created,
     model: meta.model,
-    choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }],
+    // Legacy completions have no tool calls; a grammar-free text answer only ends by stop or length.
+    choices: [{ index: 0, text, logprobs, finish_reason: finishReason === 'tool_calls' ? 'stop' : finishReason }],
     ...(usage ? { usage: toOpenAIUsage(usage) } : {}),
   };
 }
 
 export function modelBody(id: string, created: number) {
   return { id, object: 'model' as const, created, owned_by: 'shoal' };
+}
+
+/** OpenAI's base64 embeddings are the float32 little-endian bytes of the vector. */
+export function embeddingBase64(vector: readonly number[]): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  vector.forEach((value, i) => bytes.writeFloatLE(value, i * 4));
+  return bytes.toString('base64');
+}
+
+export function embeddingsBody(model: string, vectors: number[][], encoding: 'float' | 'base64', promptTokens: number) {
+  return {
+    object: 'list' as const,
+    data: vectors.map((vector, index) => ({ object: 'embedding' as const, index, embedding: encoding === 'base64' ? embeddingBase64(vector) : vector })),
+    model,
+    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+  };
 }

@@ -196,7 +196,8 @@ export class LlamaCppEngine implements AsyncDisposable {
       });
       this.forward(parser.push(stops.flush()), [], emit);
       this.forward(parser.finish(), [], emit);
-      const finishReason = parser.toolCalls > 0 ? 'tool_calls' : result.reason;
+      // A call cut off by the token limit is reported as the truncation it is.
+      const finishReason = result.reason === 'length' ? 'length' : parser.toolCalls > 0 ? 'tool_calls' : 'stop';
       emit({ type: 'end', finishReason, usage: { promptTokens: prompt.tokens.length, completionTokens: result.completionTokens } });
     } finally {
       await sequence.dispose();
