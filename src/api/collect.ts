@@ -16,43 +16,52 @@ export interface CollectedAnswer {
   /** Null unless the task asked for log probabilities. */
   logprobs: TokenLogprob[] | null;
   vectors: number[][];
+  /** The stop sequence that ended the answer, if one did. */
+  stopSequence: string | null;
   finishReason: FinishReason;
   usage: Usage;
 }
 
 export async function collectAnswer(events: AsyncIterator<TaskEvent>, wantLogprobs: boolean): Promise<CollectedAnswer> {
-  let text = '';
-  let reasoning = '';
-  const toolCalls: CollectedToolCall[] = [];
-  const logprobs: TokenLogprob[] = [];
-  let vectors: number[][] = [];
-  let end: { finishReason: FinishReason; usage: Usage } | null = null;
-  for (let next = await events.next(); !next.done; next = await events.next()) {
-    const event = next.value;
-    switch (event.type) {
-      case 'text':
-        text += event.text;
-        if (event.logprobs) logprobs.push(...event.logprobs);
-        break;
-      case 'reasoning':
-        reasoning += event.text;
-        break;
-      case 'tool_call':
-        toolCalls[event.index] = { id: event.id, name: event.name, arguments: '' };
-        break;
-      case 'tool_call_delta':
-        toolCalls[event.index]!.arguments += event.arguments;
-        break;
-      case 'embeddings':
-        vectors = event.vectors;
-        break;
-      case 'end':
-        end = event;
-        break;
-      case 'start':
-        break;
+  const answer: CollectedAnswer = { text: '', reasoning: '', toolCalls: [], logprobs: wantLogprobs ? [] : null, vectors: [], stopSequence: null, finishReason: 'stop', usage: { promptTokens: 0, completionTokens: 0 } };
+  let ended = false;
+  try {
+    for (let next = await events.next(); !next.done; next = await events.next()) {
+      ended = addEvent(answer, next.value) || ended;
     }
+  } finally {
+    // Stops the generation when this loop ends early (an error while collecting).
+    await events.return?.();
   }
-  if (!end) throw new ShoalError('INTERNAL', 'the task ended without an end event');
-  return { text, reasoning, toolCalls, logprobs: wantLogprobs ? logprobs : null, vectors, finishReason: end.finishReason, usage: end.usage };
+  if (!ended) throw new ShoalError('INTERNAL', 'the task ended without an end event');
+  return answer;
+}
+
+/** Folds one event into the answer; true for the final `end`. */
+function addEvent(answer: CollectedAnswer, event: TaskEvent): boolean {
+  switch (event.type) {
+    case 'text':
+      answer.text += event.text;
+      if (event.logprobs) answer.logprobs?.push(...event.logprobs);
+      return false;
+    case 'reasoning':
+      answer.reasoning += event.text;
+      return false;
+    case 'tool_call':
+      answer.toolCalls[event.index] = { id: event.id, name: event.name, arguments: '' };
+      return false;
+    case 'tool_call_delta':
+      answer.toolCalls[event.index]!.arguments += event.arguments;
+      return false;
+    case 'embeddings':
+      answer.vectors = event.vectors;
+      return false;
+    case 'end':
+      answer.finishReason = event.finishReason;
+      answer.usage = event.usage;
+      answer.stopSequence = event.stopSequence;
+      return true;
+    case 'start':
+      return false;
+  }
 }

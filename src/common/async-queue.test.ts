@@ -31,6 +31,33 @@ test('a failure is delivered after the items already pushed', async () => {
   assert.deepEqual(seen, ['a']);
 });
 
+test('a consumer that stops early tells the producer once, and later pushes are dropped', async () => {
+  let abandoned = 0;
+  const queue = new AsyncQueue<number>(() => (abandoned += 1));
+  queue.push(1);
+  queue.push(2);
+  for await (const item of queue) {
+    assert.equal(item, 1);
+    break;
+  }
+  queue.push(3);
+  assert.equal(abandoned, 1);
+  assert.equal(queue.ended, true);
+  const again = queue[Symbol.asyncIterator]();
+  assert.deepEqual(await again.next(), { value: undefined, done: true });
+  await again.return!();
+  assert.equal(abandoned, 1);
+});
+
+test('a consumer that finishes normally does not count as abandoning', async () => {
+  let abandoned = 0;
+  const queue = new AsyncQueue<number>(() => (abandoned += 1));
+  queue.push(1);
+  queue.end();
+  assert.deepEqual(await drain(queue), [1]);
+  assert.equal(abandoned, 0);
+});
+
 test('a failure wakes a waiting consumer, and only the first ending counts', async () => {
   const queue = new AsyncQueue<string>();
   const result = drain(queue);

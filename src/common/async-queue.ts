@@ -10,6 +10,9 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
   private failure: unknown = undefined;
   private failed = false;
 
+  /** `onAbandon` runs when the consumer stops early (break, throw, `return()`), so the producer can stop too. */
+  constructor(private readonly onAbandon: () => void = () => {}) {}
+
   push(item: T): void {
     if (this.done) return;
     if (this.waiting) {
@@ -65,6 +68,16 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
   }
 
   [Symbol.asyncIterator](): AsyncIterator<T> {
-    return { next: () => this.next() };
+    return {
+      next: () => this.next(),
+      return: () => {
+        if (!this.done) {
+          this.done = true;
+          this.items.length = 0;
+          this.onAbandon();
+        }
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
   }
 }

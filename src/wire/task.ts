@@ -158,6 +158,12 @@ export const TaskEvent = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('tool_call'), index: z.number().int().nonnegative(), id: z.string(), name: z.string() }),
   z.strictObject({ type: z.literal('tool_call_delta'), index: z.number().int().nonnegative(), arguments: z.string() }),
   z.strictObject({ type: z.literal('embeddings'), vectors: z.array(z.array(z.number())) }),
-  z.strictObject({ type: z.literal('end'), finishReason: FinishReason, usage: Usage }),
+  z.strictObject({
+    type: z.literal('end'),
+    finishReason: FinishReason,
+    /** Which of the task's stop sequences ended the answer, when one did. */
+    stopSequence: z.string().nullable(),
+    usage: Usage,
+  }),
 ]);
 export type TaskEvent = z.infer<typeof TaskEvent>;

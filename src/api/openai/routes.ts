@@ -138,6 +138,7 @@ async function streamSse(
       writeSseData(reply, toOpenAIError(failure).body);
     }
   } finally {
+    await events.return?.();
     reply.raw.end();
   }
 }

@@ -1,6 +1,6 @@
 import '../../polyfill.js';
 import { ShoalError, toShoalError } from '../../common/errors.js';
-import { FromRunner, ToRunner, type RequestId } from './protocol.js';
+import { ToRunner, type FromRunner, type RequestId } from './protocol.js';
 import { LlamaCppEngine } from './llama-cpp-engine.js';
 
 /**
@@ -8,9 +8,9 @@ import { LlamaCppEngine } from './llama-cpp-engine.js';
  * node down. Speaks `protocol.ts` over the IPC channel and exits when its parent goes away.
  */
 
+/** Typed by the protocol; the node validates every message on receipt. */
 function send(message: FromRunner): void {
-  // Validating outgoing messages too keeps both ends honest about the protocol.
-  process.send?.(FromRunner.parse(message));
+  process.send?.(message);
 }
 
 if (!process.send) {

@@ -105,7 +105,7 @@ export class LlamaCppEngine implements AsyncDisposable {
       case 'count': {
         const prompt = this.render(task.prompt, task.tools, { mode: task.tools.length > 0 ? 'auto' : 'none' });
         emit({ type: 'start', promptTokens: prompt.tokens.length });
-        emit({ type: 'end', finishReason: 'stop', usage: { promptTokens: prompt.tokens.length, completionTokens: 0 } });
+        emit({ type: 'end', finishReason: 'stop', stopSequence: null, usage: { promptTokens: prompt.tokens.length, completionTokens: 0 } });
         return;
       }
     }
@@ -198,7 +198,7 @@ export class LlamaCppEngine implements AsyncDisposable {
       this.forward(parser.finish(), [], emit);
       // A call cut off by the token limit is reported as the truncation it is.
       const finishReason = result.reason === 'length' ? 'length' : parser.toolCalls > 0 ? 'tool_calls' : 'stop';
-      emit({ type: 'end', finishReason, usage: { promptTokens: prompt.tokens.length, completionTokens: result.completionTokens } });
+      emit({ type: 'end', finishReason, stopSequence: stops.matchedStop, usage: { promptTokens: prompt.tokens.length, completionTokens: result.completionTokens } });
     } finally {
       await sequence.dispose();
     }
@@ -317,7 +317,7 @@ export class LlamaCppEngine implements AsyncDisposable {
       vectors.push([...embedding.vector]);
     }
     emit({ type: 'embeddings', vectors });
-    emit({ type: 'end', finishReason: 'stop', usage: { promptTokens, completionTokens: 0 } });
+    emit({ type: 'end', finishReason: 'stop', stopSequence: null, usage: { promptTokens, completionTokens: 0 } });
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -30,7 +30,8 @@ test('every runner-to-node message round-trips through JSON and the schema', () 
     { type: 'fatal', message: 'no such file' },
     { type: 'event', id: 'r1', event: { type: 'start', promptTokens: 12 } },
     { type: 'event', id: 'r1', event: { type: 'text', text: 'hel', tokens: 1 } },
-    { type: 'event', id: 'r1', event: { type: 'end', finishReason: 'length', usage: { promptTokens: 12, completionTokens: 8 } } },
+    { type: 'event', id: 'r1', event: { type: 'end', finishReason: 'length', stopSequence: null, usage: { promptTokens: 12, completionTokens: 8 } } },
+    { type: 'event', id: 'r1', event: { type: 'end', finishReason: 'stop', stopSequence: 'END', usage: { promptTokens: 12, completionTokens: 3 } } },
     { type: 'failed', id: 'r1', code: 'CANCELLED', message: 'the request was cancelled' },
     { type: 'log', level: 'warn', message: 'hello' },
   ];
@@ -56,5 +57,5 @@ test('unknown fields, unknown types and out-of-range values are refused', () => 
   );
   assert.equal(ToRunner.safeParse({ type: 'generate', id: 'r', task: { ...task, sampling: { ...task.sampling, temperature: 3 } } }).success, false);
   assert.equal(FromRunner.safeParse({ type: 'failed', id: 'r', code: 'NOPE', message: '' }).success, false, 'unknown error code');
-  assert.equal(FromRunner.safeParse({ type: 'event', id: 'r', event: { type: 'end', finishReason: 'tool_calls', usage: { promptTokens: 1, completionTokens: 1 } } }).success, false);
+  assert.equal(FromRunner.safeParse({ type: 'event', id: 'r', event: { type: 'end', finishReason: 'done', stopSequence: null, usage: { promptTokens: 1, completionTokens: 1 } } }).success, false);
 });

@@ -29,8 +29,12 @@ test('held text is flushed when generation ends', () => {
   assert.deepEqual(run(['END'], ['hello EN']), { out: 'hello EN', stopped: false });
 });
 
-test('the earliest of several stops wins', () => {
+test('the earliest of several stops wins, and is reported', () => {
   assert.deepEqual(run(['cd', 'b'], ['abcd']), { out: 'a', stopped: true });
+  const matcher = new StopMatcher(['cd', 'b']);
+  matcher.push('abcd');
+  assert.equal(matcher.matchedStop, 'b');
+  assert.equal(new StopMatcher(['x']).matchedStop, null);
 });
 
 test('emitted text never contains a stop, whatever the split', () => {

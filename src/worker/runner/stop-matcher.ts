@@ -5,11 +5,13 @@
 export class StopMatcher {
   private held = '';
   private stopped = false;
+  private matched: string | null = null;
 
   constructor(private readonly stops: readonly string[]) {}
 
-  get hasStopped(): boolean {
-    return this.stopped;
+  /** The stop sequence that ended the text, once one has. */
+  get matchedStop(): string | null {
+    return this.matched;
   }
 
   /** Feeds generated text; returns what is safe to emit and whether a stop sequence was hit. */
@@ -20,7 +22,10 @@ export class StopMatcher {
     let first = -1;
     for (const stop of this.stops) {
       const at = buffer.indexOf(stop);
-      if (at >= 0 && (first < 0 || at < first)) first = at;
+      if (at >= 0 && (first < 0 || at < first)) {
+        first = at;
+        this.matched = stop;
+      }
     }
     if (first >= 0) {
       this.stopped = true;

@@ -138,7 +138,7 @@ export class RunnerSupervisor implements AsyncDisposable {
     const request: Request = {
       id,
       task,
-      events: new AsyncQueue<TaskEvent>(),
+      events: new AsyncQueue<TaskEvent>(() => this.cancel(id)),
       dispatched: false,
       detach: () => signal.removeEventListener('abort', onAbort),
     };
