@@ -3,7 +3,10 @@ import { ShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { ApiKeys } from './auth.js';
 import type { Dispatcher } from './dispatch.js';
+import { anthropicRoutes, sendAnthropicError } from './anthropic/routes.js';
+import { ollamaRoutes, sendOllamaError } from './ollama/routes.js';
 import { openAIRoutes, sendOpenAIError } from './openai/routes.js';
+import { responsesRoutes } from './openai/responses/routes.js';
 
 export interface Health {
   ok: boolean;
@@ -56,7 +59,12 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     return reply.code(health.ok ? 200 : 503).send(health);
   });
 
+  void app.register(anthropicRoutes, familyOptions);
+  families.push({ owns: (url) => url.startsWith('/v1/messages'), sendError: sendAnthropicError });
+  void app.register(ollamaRoutes, familyOptions);
+  families.push({ owns: (url) => url.startsWith('/api/'), sendError: sendOllamaError });
   void app.register(openAIRoutes, familyOptions);
+  void app.register(responsesRoutes, familyOptions);
   families.push({ owns: () => true, sendError: sendOpenAIError });
 
   app.setNotFoundHandler((request, reply) => {

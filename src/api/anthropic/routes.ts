@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ShoalError, toShoalError } from '../../common/errors.js';
-import type { FinishReason, InferenceTask, TaskEvent, Usage } from '../../wire/task.js';
+import type { InferenceTask, TaskEvent } from '../../wire/task.js';
 import type { Dispatcher } from '../dispatch.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import type { FamilyOptions } from '../server.js';
@@ -16,7 +16,6 @@ import {
   messageEndEvents,
   messageStartEvent,
   sseFrame,
-  toStopReason,
   type ContentEvent,
   type MessageMeta,
   type StreamEvent,

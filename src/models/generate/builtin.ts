@@ -7,6 +7,8 @@ import { generateRandomModel, parseModelSpec, type GenerateOptions, type RandomM
 
 export const TINY_MODEL_ID = 'shoal/tiny';
 export const TINY_EOS_MODEL_ID = 'shoal/tiny-eos';
+export const TINY_THINK_MODEL_ID = 'shoal/tiny-think';
+export const TINY_TOOLS_MODEL_ID = 'shoal/tiny-tools';
 
 /** ~1 MB of f32: fast to generate and load, and f32 keeps CPU inference exact and quick. */
 export const TINY_MODEL_SPEC: RandomModelSpec = parseModelSpec({
@@ -28,9 +30,39 @@ export const TINY_MODEL_SPEC: RandomModelSpec = parseModelSpec({
 /** The tiny model, but greedy chat replies end with <|im_end|> after a short answer. */
 export const TINY_EOS_MODEL_SPEC: RandomModelSpec = { ...TINY_MODEL_SPEC, name: TINY_EOS_MODEL_ID, eosBias: 'natural' };
 
+// The behaviour models wire more attention heads (see behaviours.ts), each with a kv head of its own:
+// eight 8-wide heads leave most of them random, at the tiny model's size. The RoPE base of Qwen
+// models makes the slowest pair turn by only 0.13 radians over the context, so a head can find a
+// <tools> tag however far back it is.
+const BEHAVIOUR_SHAPE = { headCount: 8, headCountKv: 8, ropeFreqBase: 1_000_000, eosBias: 'natural' } as const;
+
+/**
+ * A reasoning model: its template's generation prompt opens `<think>`, and a greedy reply is some
+ * reasoning, `</think>` once, a short answer, then <|im_end|>.
+ */
+export const TINY_THINK_MODEL_SPEC: RandomModelSpec = parseModelSpec({
+  ...TINY_MODEL_SPEC,
+  ...BEHAVIOUR_SHAPE,
+  name: TINY_THINK_MODEL_ID,
+  behaviour: 'think',
+});
+
+/**
+ * A tool-eager model: when the system prompt lists `<tools>` and the last turn is not a
+ * `<tool_response>`, a greedy reply opens with `<tool_call>`; otherwise it answers like tiny-eos.
+ */
+export const TINY_TOOLS_MODEL_SPEC: RandomModelSpec = parseModelSpec({
+  ...TINY_MODEL_SPEC,
+  ...BEHAVIOUR_SHAPE,
+  name: TINY_TOOLS_MODEL_ID,
+  behaviour: 'tools',
+});
+
 export const BUILTIN_MODEL_SPECS: Readonly<Record<string, RandomModelSpec>> = {
   [TINY_MODEL_ID]: TINY_MODEL_SPEC,
   [TINY_EOS_MODEL_ID]: TINY_EOS_MODEL_SPEC,
+  [TINY_THINK_MODEL_ID]: TINY_THINK_MODEL_SPEC,
+  [TINY_TOOLS_MODEL_ID]: TINY_TOOLS_MODEL_SPEC,
 };
 
 /**

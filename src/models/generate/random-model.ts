@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { Xoshiro128 } from './prng.js';
 import { buildVocab, MIN_VOCAB_SIZE, SpecialToken, type Vocab } from './vocab.js';
 import { tensorRecipes, type TensorRecipe } from './weights.js';
+import { BEHAVIOUR_CONTENT_CHANNEL, BEHAVIOUR_HEADS, BEHAVIOUR_TAGS, behaviourTensorRecipes, presenceRange, THINK_CLOSE_TAG, THINK_OPEN_TAG } from './behaviours.js';
 import { encodeInto, ggmlByteSize, GgmlType } from '../gguf/quantize.js';
 import { gv, writeGguf, type GgufTensor, type GgufValue } from '../gguf/writer.js';
 
@@ -12,6 +13,12 @@ export class GgufSpecError extends Error {
   readonly code = 'GGUF_SPEC_INVALID';
   override name = 'GgufSpecError';
 }
+
+/**
+ * Version of the generator's recipes, for names of cached files: bump when the bytes a spec produces
+ * change (any spec, including the built-in ones).
+ */
+export const GENERATOR_VERSION = 1;
 
 const QUANT_BLOCK = 32;
 
@@ -33,6 +40,9 @@ export const RandomModelSpecSchema = z
     rmsEps: z.number().positive().max(1),
     tensorType: z.enum(['f32', 'f16', 'q8_0', 'q4_0']),
     eosBias: z.enum(['suppressed', 'natural']).optional(),
+    // What greedy chat replies do beyond text then EOS (see behaviours.ts); absent means 'plain', and
+    // is how plain specs are written so that their serialized form never changes.
+    behaviour: z.enum(['plain', 'think', 'tools']).optional(),
   })
   .superRefine((spec, ctx) => {
     const issue = (path: string, message: string): void => {
@@ -53,6 +63,22 @@ export const RandomModelSpecSchema = z
           issue(key, `${key} ${spec[key]} must be a multiple of ${QUANT_BLOCK} for ${spec.tensorType}`);
         }
       }
+    }
+    if (spec.behaviour !== undefined && spec.behaviour !== 'plain') {
+      const behaviour = spec.behaviour;
+      if (spec.eosBias !== 'natural') issue('eosBias', `behaviour '${behaviour}' ends its replies: eosBias must be 'natural'`);
+      const heads = BEHAVIOUR_HEADS[behaviour];
+      if (spec.blockCount < heads.length) issue('blockCount', `behaviour '${behaviour}' needs at least ${heads.length} blocks`);
+      const perLayer = Math.max(...heads);
+      if (spec.headCountKv < perLayer) issue('headCountKv', `behaviour '${behaviour}' needs at least ${perLayer} kv heads`);
+      if (spec.embeddingLength < 2 * BEHAVIOUR_CONTENT_CHANNEL) {
+        issue('embeddingLength', `behaviour '${behaviour}' needs embeddingLength >= ${2 * BEHAVIOUR_CONTENT_CHANNEL}`);
+      }
+      if ((spec.embeddingLength / spec.headCount) % 2 === 0 && presenceRange(spec) < spec.contextLength) {
+        issue('ropeFreqBase', `behaviour '${behaviour}' needs a slowest RoPE pair that turns by under 1 radian over contextLength: raise ropeFreqBase`);
+      }
+      const minVocab = MIN_VOCAB_SIZE + BEHAVIOUR_TAGS[behaviour].length;
+      if (spec.vocabSize < minVocab) issue('vocabSize', `behaviour '${behaviour}' needs vocabSize >= ${minVocab}`);
     }
   });
 
@@ -131,6 +157,19 @@ const CHATML_TEMPLATE =
   "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+/**
+ * ChatML for a reasoning model: the generation prompt opens a think block, and an assistant message
+ * with `reasoning_content` renders it in one, as Qwen3's template does. That rendering is what lets
+ * node-llama-cpp's template reader see the think segment and that it opens at the reply's start.
+ */
+const CHATML_THINK_TEMPLATE =
+  "{%- for message in messages -%}" +
+  "{%- if message['role'] == 'assistant' and message['reasoning_content'] is defined and message['reasoning_content'] -%}" +
+  `{{ '<|im_start|>assistant\\n${THINK_OPEN_TAG}\\n' + message['reasoning_content'] + '\\n${THINK_CLOSE_TAG}\\n\\n' + message['content'] + '<|im_end|>\\n' }}` +
+  "{%- else -%}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{%- endif -%}" +
+  "{%- endfor -%}" +
+  `{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n${THINK_OPEN_TAG}\\n' }}{%- endif -%}`;
+
 const TENSOR_TYPES = { f32: GgmlType.F32, f16: GgmlType.F16, q8_0: GgmlType.Q8_0, q4_0: GgmlType.Q4_0 } as const;
 // llama_ftype values for general.file_type.
 const FILE_TYPES = { f32: 0, f16: 1, q4_0: 2, q8_0: 7 } as const;
@@ -165,7 +204,7 @@ function metadata(spec: RandomModelSpec, vocab: Vocab): Array<[string, GgufValue
     // llama.cpp would otherwise insert a space before every text fragment (after each special token
     // too), so "<|im_start|>user" would be read as "<|im_start|> user".
     ['tokenizer.ggml.add_space_prefix', gv.bool(false)],
-    ['tokenizer.chat_template', gv.string(CHATML_TEMPLATE)],
+    ['tokenizer.chat_template', gv.string(spec.behaviour === 'think' ? CHATML_THINK_TEMPLATE : CHATML_TEMPLATE)],
   ];
 }
 
@@ -204,10 +243,12 @@ export interface GenerateOptions {
 /** Writes the model for `spec` to `outPath` atomically; returns the file size in bytes. */
 export async function generateRandomModel(spec: RandomModelSpec, outPath: string, opts: GenerateOptions = {}): Promise<number> {
   const valid = parseModelSpec(spec);
-  const vocab = buildVocab(valid.vocabSize);
+  const behaviour = valid.behaviour ?? 'plain';
+  const vocab = buildVocab(valid.vocabSize, behaviour === 'plain' ? [] : BEHAVIOUR_TAGS[behaviour]);
   const matrixType = TENSOR_TYPES[valid.tensorType];
   const shape = { ...valid, eosBias: valid.eosBias ?? 'suppressed' };
-  const tensors = tensorRecipes(shape, vocab).map((recipe) =>
+  const recipes = behaviour === 'plain' ? tensorRecipes(shape, vocab) : behaviourTensorRecipes(shape, behaviour, vocab);
+  const tensors = recipes.map((recipe) =>
     tensorFromRecipe(recipe, recipe.isNorm ? GgmlType.F32 : matrixType, valid.seed),
   );
   return writeGguf(outPath, { metadata: metadata(valid, vocab), tensors }, opts);

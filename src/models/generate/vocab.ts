@@ -8,6 +8,8 @@ export const TokenType = {
   NORMAL: 1,
   UNKNOWN: 2,
   CONTROL: 3,
+  /** Tags such as `<think>`: matched whole by llama.cpp's tokenizer and, unlike CONTROL, kept as text when detokenizing. */
+  USER_DEFINED: 4,
   BYTE: 6,
 } as const;
 export type TokenType = (typeof TokenType)[keyof typeof TokenType];
@@ -129,11 +131,15 @@ export function wordIds(vocab: Vocab): { spaced: Set<number>; bare: Set<number> 
   return ids;
 }
 
-/** Builds a vocab of exactly `size` tokens; the same size always gives the same vocab. */
-export function buildVocab(size: number): Vocab {
-  if (!Number.isSafeInteger(size) || size < MIN_VOCAB_SIZE) {
-    throw new VocabError(`vocab size must be an integer >= ${MIN_VOCAB_SIZE}, got ${size}`);
+/**
+ * Builds a vocab of exactly `size` tokens; the same arguments always give the same vocab.
+ * `userDefined` tags take the last ids, in the order given, so a vocab without them is unchanged.
+ */
+export function buildVocab(size: number, userDefined: readonly string[] = []): Vocab {
+  if (!Number.isSafeInteger(size) || size < MIN_VOCAB_SIZE + userDefined.length) {
+    throw new VocabError(`vocab size must be an integer >= ${MIN_VOCAB_SIZE + userDefined.length}, got ${size}`);
   }
+  const normalLimit = size - userDefined.length;
   const vocab: Vocab = { tokens: [], scores: [], types: [] };
   const seen = new Set<string>();
   const push = (piece: string, type: TokenType, score: number): void => {
@@ -153,7 +159,7 @@ export function buildVocab(size: number): Vocab {
   // vocab fills up halfway through a word.
   const addWithPrefixes = (piece: string): void => {
     const chars = [...piece];
-    for (let length = 2; length <= chars.length && vocab.tokens.length < size; length++) {
+    for (let length = 2; length <= chars.length && vocab.tokens.length < normalLimit; length++) {
       const prefix = chars.slice(0, length).join('');
       if (!seen.has(prefix)) push(prefix, TokenType.NORMAL, pieceScore(prefix));
     }
@@ -167,8 +173,12 @@ export function buildVocab(size: number): Vocab {
     yield* syntheticPieces();
   };
   for (const piece of candidates()) {
-    if (vocab.tokens.length >= size) break;
+    if (vocab.tokens.length >= normalLimit) break;
     addWithPrefixes(piece);
+  }
+  for (const piece of userDefined) {
+    if (piece === '') throw new VocabError('a user-defined token cannot be empty');
+    push(piece, TokenType.USER_DEFINED, 0);
   }
   return vocab;
 }

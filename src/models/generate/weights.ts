@@ -50,52 +50,52 @@ export interface TensorRecipe {
 // Gains, tuned empirically so greedy output is varied printable text: attention scores spread by a
 // few units (so RoPE and context matter) and block writes comparable to the embeddings (so the layers
 // are not negligible), with a final residual RMS near FINAL_RESIDUAL_RMS at any depth.
-const EMBED_STD = 1;
-const BIAS_VALUE = 1;
-const MARK_VALUE = 4;
-const GUARD_VALUE = 4;
-const QK_GAIN = 2.5;
-const V_GAIN = 1;
-const O_GAIN = 2;
-const FFN_IN_GAIN = 1.5;
-const FFN_DOWN_GAIN = 1;
+export const EMBED_STD = 1;
+export const BIAS_VALUE = 1;
+export const MARK_VALUE = 4;
+export const GUARD_VALUE = 4;
+export const QK_GAIN = 2.5;
+export const V_GAIN = 1;
+export const O_GAIN = 2;
+export const FFN_IN_GAIN = 1.5;
+export const FFN_DOWN_GAIN = 1;
 /** Spread of the random (content) logits. */
-const LOGIT_STD = 3;
+export const LOGIT_STD = 3;
 // output_norm gains for the hand-wired channels: the big factors live in f32 norm weights rather
 // than in output.weight, where they would coarsen the quantization of their whole block.
-const OUT_NORM_BIAS = 8;
-const OUT_NORM_TURN = 4;
-const OUT_NORM_GUARD = 4;
+export const OUT_NORM_BIAS = 8;
+export const OUT_NORM_TURN = 4;
+export const OUT_NORM_GUARD = 4;
 /** Measured with a reference forward pass over 2- to 40-layer models. */
-const FINAL_RESIDUAL_RMS = 2.5;
+export const FINAL_RESIDUAL_RMS = 2.5;
 
 /** How fast the turn head's score falls with distance, per token. */
-const TURN_SLOPE = 0.4;
+export const TURN_SLOPE = 0.4;
 /** Tokens after a MARK token at which the turn head lets go of it. */
-const TURN_SPAN_TOKENS = 24;
+export const TURN_SPAN_TOKENS = 24;
 // The recency score is b*sin(distance*theta) of one RoPE pair: the pair must turn slowly enough that
 // the sine keeps rising over a long reply (here for 400+ tokens), yet not so slowly that f16 rounding
 // of the big rotated K values blurs distances by more than a fraction of a token.
-const TURN_MAX_THETA = 1 / 256;
+export const TURN_MAX_THETA = 1 / 256;
 
 // Logit offsets. Content logits reach about +10 (3.3 sigma over a 1k vocab, 4 sigma over 32k).
-const SUPPRESSED_LOGITS = -20;
+export const SUPPRESSED_LOGITS = -20;
 /** Favors whole words over word fragments, so greedy output reads as words separated by spaces. */
-const WHOLE_WORD_LOGITS = 1;
+export const WHOLE_WORD_LOGITS = 1;
 /** Pieces without a leading space would glue onto the previous word; keep them rarer. */
-const UNSPACED_LOGITS = -4;
+export const UNSPACED_LOGITS = -4;
 /** ...except whole words right after a newline or control token (GUARD), so a reply starts with a word. */
-const BARE_WORD_AFTER_BREAK_LOGITS = 12;
-const EOS_LOGITS = 20;
+export const BARE_WORD_AFTER_BREAK_LOGITS = 12;
+export const EOS_LOGITS = 20;
 /** EOS pull at TURN = 1: EOS wins once the turn head's hold drops below about (20 - 10) / 40. */
-const EOS_TURN_PULL_LOGITS = -40;
-const EOS_VETO_LOGITS = -30;
+export const EOS_TURN_PULL_LOGITS = -40;
+export const EOS_VETO_LOGITS = -30;
 
 const SQRT3 = Math.sqrt(3);
 const LN2 = 0.6931471805599453;
 
 /** ln(x) for x > 0 from basic IEEE operations only: Math.log may differ between platforms. */
-function portableLn(x: number): number {
+export function portableLn(x: number): number {
   let exponent = 0;
   let m = x;
   while (m >= 2) {
@@ -118,7 +118,7 @@ function portableLn(x: number): number {
 }
 
 /** e^x from basic IEEE operations only. */
-function portableExp(x: number): number {
+export function portableExp(x: number): number {
   const k = Math.round(x / LN2);
   const r = x - k * LN2;
   let term = 1;
@@ -131,7 +131,7 @@ function portableExp(x: number): number {
   return sum;
 }
 
-function uniformFill(std: number): RowFill {
+export function uniformFill(std: number): RowFill {
   const amplitude = std * SQRT3;
   return (row, _index, rng) => {
     for (let i = 0; i < row.length; i++) row[i] = rng.nextSigned() * amplitude;
@@ -139,11 +139,11 @@ function uniformFill(std: number): RowFill {
 }
 
 /** Uniform init with standard deviation gain/sqrt(fanIn), the usual scale for a linear layer. */
-function linearFill(fanIn: number, gain: number): RowFill {
+export function linearFill(fanIn: number, gain: number): RowFill {
   return uniformFill(gain / Math.sqrt(fanIn));
 }
 
-function constantFill(values: (channel: number) => number): RowFill {
+export function constantFill(values: (channel: number) => number): RowFill {
   return (row) => {
     for (let i = 0; i < row.length; i++) row[i] = values(i);
   };

@@ -16,6 +16,7 @@ import {
 import { ShoalError } from '../../common/errors.js';
 import type { CountTask, EmbeddingTask, InferenceTask, TaskEvent, TaskPrompt, TokenLogprob, ToolDefinition } from '../../wire/task.js';
 import { grammarSchema, toolCallSchema } from './grammar-schema.js';
+import { JsonEnd } from './json-end.js';
 import { OutputParser, THINK_OPEN, type ToolMode } from './output-parser.js';
 import { toChatHistory } from './prompt.js';
 import type { ModelFacts, RunnerConfig } from './protocol.js';
@@ -177,8 +178,9 @@ export class LlamaCppEngine implements AsyncDisposable {
       toolMode,
       newCallId: () => `call_${randomBytes(12).toString('hex')}`,
     });
-    // Stop sequences apply to free text; a grammar decides where constrained output ends.
+    // Stop sequences apply to free text; constrained output ends where its JSON closes.
     const stops = new StopMatcher(grammarState === undefined ? task.stop : []);
+    const formatEnd = task.format.kind !== 'text' && toolMode !== 'forced' ? new JsonEnd() : null;
 
     emit({ type: 'start', promptTokens: prompt.tokens.length });
     const sequence = this.context.getSequence();
@@ -186,12 +188,13 @@ export class LlamaCppEngine implements AsyncDisposable {
       const result = await this.decode(sequence, prompt.tokens, task, maxTokens, signal, {
         grammar: () => grammarState,
         onText: (text, logprobs) => {
-          const released = stops.push(text);
+          const end = formatEnd ? formatEnd.push(text) : -1;
+          const released = stops.push(end >= 0 ? text.slice(0, end) : text);
           this.forward(parser.push(released.text), logprobs, emit);
           if (parser.inToolCall && grammarState === undefined && lazyToolGrammar) {
             grammarState = new LlamaGrammarEvaluationState({ model: this.model, grammar: lazyToolGrammar });
           }
-          return released.stopped;
+          return released.stopped || end >= 0 || parser.callComplete;
         },
       });
       this.forward(parser.push(stops.flush()), [], emit);

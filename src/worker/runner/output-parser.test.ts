@@ -73,6 +73,17 @@ test('a forced call has no tag; nested objects keep their braces', () => {
   ]);
 });
 
+test('a call ends at its closing brace; whatever follows is dropped', () => {
+  let n = 0;
+  const parser = new OutputParser({ startInReasoning: false, toolMode: 'forced', newCallId: () => `call_${n++}` });
+  const events = [...parser.push('{"name":"f","arguments":{"a":1}}  \n'), ...parser.push(' more'), ...parser.finish()];
+  assert.equal(parser.callComplete, true);
+  assert.deepEqual(merge(events), [
+    { type: 'tool_call', index: 0, id: 'call_0', name: 'f' },
+    { type: 'tool_call_delta', index: 0, arguments: '{"a":1}' },
+  ]);
+});
+
 test('tool tags are plain text when tools are off', () => {
   assert.deepEqual(parse(['<tool_call>{"name":"x"}']), [{ type: 'text', text: '<tool_call>{"name":"x"}' }]);
 });

@@ -4,6 +4,8 @@
  * a tag so that no tag ever leaks into the answer. Pure: text in, events out.
  */
 
+import { JsonEnd } from './json-end.js';
+
 export const THINK_OPEN = '<think>';
 export const THINK_CLOSE = '</think>';
 export const TOOL_CALL_OPEN = '<tool_call>';
@@ -42,6 +44,8 @@ export class OutputParser {
   private state: State;
   private buffer = '';
   private calls = 0;
+  /** Tracks the current call's JSON, so the call (and the answer) ends at its closing brace. */
+  private callEnd: JsonEnd | null = null;
 
   constructor(private readonly options: OutputParserOptions) {
     this.state = options.toolMode === 'forced' ? 'tool_header' : options.startInReasoning ? 'reasoning' : 'start';
@@ -56,8 +60,14 @@ export class OutputParser {
     return this.calls;
   }
 
+  /** The tool call's JSON is complete: nothing the model says after it belongs to the answer. */
+  get callComplete(): boolean {
+    return this.callEnd?.done ?? false;
+  }
+
   push(text: string): ParsedEvent[] {
-    this.buffer += text;
+    if (this.callComplete) return [];
+    this.buffer += this.inToolCall ? this.feedCall(text) : text;
     const events: ParsedEvent[] = [];
     // Each step consumes what it can; a state change re-runs the loop on what is left.
     for (;;) {
@@ -102,7 +112,7 @@ export class OutputParser {
           const at = this.buffer.indexOf(TOOL_CALL_OPEN);
           if (at >= 0) {
             this.emit(events, 'text', this.buffer.slice(0, at));
-            this.buffer = this.buffer.slice(at + TOOL_CALL_OPEN.length);
+            this.buffer = this.feedCall(this.buffer.slice(at + TOOL_CALL_OPEN.length));
             this.state = 'tool_header';
             return;
           }
@@ -160,6 +170,12 @@ export class OutputParser {
         return;
       }
     }
+  }
+
+  private feedCall(text: string): string {
+    this.callEnd ??= new JsonEnd();
+    const end = this.callEnd.push(text);
+    return end >= 0 ? text.slice(0, end) : text;
   }
 
   /** A call that never got a well-formed header (only without a grammar): keep the text visible. */

@@ -3,18 +3,26 @@ import { test } from 'node:test';
 import { FromRunner, ToRunner } from './protocol.js';
 
 const task = {
+  kind: 'generate',
   model: 'shoal/tiny',
   prompt: { kind: 'chat', messages: [{ role: 'user', content: 'hi' }] },
-  sampling: { maxTokens: 8, temperature: 0, topP: 1, seed: null },
+  sampling: { maxTokens: 8, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
   stop: [],
+  tools: [],
+  toolChoice: { mode: 'auto' },
+  format: { kind: 'text' },
+  logprobs: null,
 };
+const facts = { architecture: 'llama', sizeBytes: 1000, fileType: 'F32', parameterCount: 200000, hasChatTemplate: true };
 
 test('every node-to-runner message round-trips through JSON and the schema', () => {
   const messages = [
     { type: 'load', config: { modelPath: '/m.gguf', contextSize: 512, sequences: 4, threads: 2, gpu: false } },
     { type: 'load', config: { modelPath: '/m.gguf', contextSize: 512, sequences: 4, threads: 2, gpu: 'auto' } },
-    { type: 'generate', id: 'r1', task },
-    { type: 'generate', id: 'r2', task: { ...task, prompt: { kind: 'text', text: 'Once' } } },
+    { type: 'run', id: 'r1', task },
+    { type: 'run', id: 'r2', task: { ...task, prompt: { kind: 'text', text: 'Once' } } },
+    { type: 'run', id: 'r3', task: { kind: 'embed', model: 'm', inputs: ['a', 'b'], truncate: true } },
+    { type: 'run', id: 'r4', task: { kind: 'count', model: 'm', prompt: { kind: 'text', text: 'x' }, tools: [] } },
     { type: 'cancel', id: 'r1' },
     { type: 'shutdown' },
   ];
@@ -25,11 +33,13 @@ test('every node-to-runner message round-trips through JSON and the schema', () 
 
 test('every runner-to-node message round-trips through JSON and the schema', () => {
   const messages = [
-    { type: 'ready', contextSize: 4096, sequences: 8, trainContextSize: 4096, gpu: false },
-    { type: 'ready', contextSize: 4096, sequences: 8, trainContextSize: 4096, gpu: 'cuda' },
+    { type: 'ready', contextSize: 4096, sequences: 8, trainContextSize: 4096, gpu: false, model: facts },
+    { type: 'ready', contextSize: 4096, sequences: 8, trainContextSize: 4096, gpu: 'cuda', model: facts },
     { type: 'fatal', message: 'no such file' },
     { type: 'event', id: 'r1', event: { type: 'start', promptTokens: 12 } },
-    { type: 'event', id: 'r1', event: { type: 'text', text: 'hel', tokens: 1 } },
+    { type: 'event', id: 'r1', event: { type: 'text', text: 'hel' } },
+    { type: 'event', id: 'r1', event: { type: 'tool_call', index: 0, id: 'call_1', name: 'f' } },
+    { type: 'event', id: 'r1', event: { type: 'embeddings', vectors: [[0.5, 1]] } },
     { type: 'event', id: 'r1', event: { type: 'end', finishReason: 'length', stopSequence: null, usage: { promptTokens: 12, completionTokens: 8 } } },
     { type: 'event', id: 'r1', event: { type: 'end', finishReason: 'stop', stopSequence: 'END', usage: { promptTokens: 12, completionTokens: 3 } } },
     { type: 'failed', id: 'r1', code: 'CANCELLED', message: 'the request was cancelled' },
@@ -55,7 +65,7 @@ test('unknown fields, unknown types and out-of-range values are refused', () => 
     false,
     'unknown gpu',
   );
-  assert.equal(ToRunner.safeParse({ type: 'generate', id: 'r', task: { ...task, sampling: { ...task.sampling, temperature: 3 } } }).success, false);
+  assert.equal(ToRunner.safeParse({ type: 'run', id: 'r', task: { ...task, sampling: { ...task.sampling, temperature: 3 } } }).success, false);
   assert.equal(FromRunner.safeParse({ type: 'failed', id: 'r', code: 'NOPE', message: '' }).success, false, 'unknown error code');
   assert.equal(FromRunner.safeParse({ type: 'event', id: 'r', event: { type: 'end', finishReason: 'done', stopSequence: null, usage: { promptTokens: 1, completionTokens: 1 } } }).success, false);
 });

@@ -1,0 +1,379 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import Fastify from 'fastify';
+import { ERROR_CODES, ShoalError } from '../../common/errors.js';
+import type { RunnerTask, TaskEvent } from '../../wire/task.js';
+import { ApiKeys } from '../auth.js';
+import type { Dispatcher, ModelListing } from '../dispatch.js';
+import { parseBody } from '../validation.js';
+import { toOllamaError } from './errors.js';
+import {
+  chatRequestToTask,
+  embedTask,
+  generateRequestToTask,
+  OLLAMA_DEFAULT_TEMPERATURE,
+  OLLAMA_DEFAULT_TOP_P,
+  ollamaName,
+  resolveModelName,
+  type TargetModel,
+} from './normalize.js';
+import { ollamaRoutes } from './routes.js';
+import { ChatRequest, EmbedRequest, GenerateRequest, ShowRequest } from './schemas.js';
+import { doneStats, embedBody, embeddingsBody, l2Normalize, modelDigest, ndjsonLine, psBody, showBody, tagBody, toolCallBodies } from './serialize.js';
+
+const target: TargetModel = { id: 'shoal/tiny', contextSize: 4096, chat: true };
+
+const listing: ModelListing = {
+  id: 'shoal/tiny',
+  created: 1_700_000_000,
+  ready: true,
+  capabilities: ['chat', 'completion', 'embeddings', 'tools'],
+  contextSize: 4096,
+  details: { family: 'llama', parameterSize: '1.2M', quantization: 'MOSTLY_Q8_0', sizeBytes: 1234 },
+};
+
+function failure(fn: () => unknown): ShoalError {
+  try {
+    fn();
+  } catch (error) {
+    assert.ok(error instanceof ShoalError, `expected a ShoalError, got ${String(error)}`);
+    return error;
+  }
+  assert.fail('expected a ShoalError');
+}
+
+function chat(body: object) {
+  return chatRequestToTask(parseBody(ChatRequest, { model: 'shoal/tiny', ...body }), target);
+}
+
+function generate(body: object, model: TargetModel = target) {
+  return generateRequestToTask(parseBody(GenerateRequest, { model: 'shoal/tiny', ...body }), model);
+}
+
+test('chat requests normalize to one task: roles, options, format, tools', () => {
+  const task = chat({
+    messages: [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: '', thinking: 'hmm', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Oslo' } } }] },
+      { role: 'tool', content: '12 C', tool_name: 'get_weather' },
+    ],
+    options: { temperature: 0, top_p: 0.5, seed: 7, num_predict: 24, stop: ['END'], presence_penalty: 0.5, frequency_penalty: -0.5, num_ctx: 2048 },
+    format: 'json',
+    tools: [{ type: 'function', function: { name: 'get_weather', description: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+    keep_alive: '5m',
+    think: true,
+  });
+  assert.deepEqual(task.prompt, {
+    kind: 'chat',
+    messages: [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: '', reasoning: 'hmm', toolCalls: [{ id: 'call_2_0', name: 'get_weather', arguments: '{"city":"Oslo"}' }] },
+      { role: 'tool', toolCallId: 'call_2_0', name: 'get_weather', content: '12 C' },
+    ],
+  });
+  assert.deepEqual(task.sampling, { maxTokens: 24, temperature: 0, topP: 0.5, seed: 7, presencePenalty: 0.5, frequencyPenalty: -0.5 });
+  assert.deepEqual(task.stop, ['END']);
+  assert.deepEqual(task.format, { kind: 'json' });
+  assert.deepEqual(task.toolChoice, { mode: 'auto' });
+  assert.deepEqual(task.tools, [{ name: 'get_weather', description: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } }]);
+  assert.equal(task.logprobs, null);
+});
+
+test('chat defaults follow Ollama: temperature 0.8, top_p 0.9, unlimited tokens, random seed', () => {
+  const task = chat({ messages: [{ role: 'user', content: 'x' }], options: { num_predict: -1, seed: -1, stop: 'a' } });
+  assert.deepEqual(task.sampling, {
+    maxTokens: null,
+    temperature: OLLAMA_DEFAULT_TEMPERATURE,
+    topP: OLLAMA_DEFAULT_TOP_P,
+    seed: null,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+  });
+  assert.deepEqual(task.stop, ['a']);
+  assert.equal(chat({ messages: [{ role: 'user', content: 'x' }], options: { num_predict: -2 } }).sampling.maxTokens, null);
+});
+
+test('a JSON schema format and logprobs reach the task; tools without parameters get an empty object schema', () => {
+  const schema = { type: 'object', properties: { a: { type: 'number' } }, required: ['a'] };
+  const task = chat({
+    messages: [{ role: 'user', content: 'x' }],
+    format: schema,
+    logprobs: true,
+    top_logprobs: 3,
+    tools: [{ type: 'function', function: { name: 'noop' } }],
+  });
+  assert.deepEqual(task.format, { kind: 'json_schema', schema });
+  assert.deepEqual(task.logprobs, { top: 3 });
+  assert.deepEqual(task.tools, [{ name: 'noop', parameters: { type: 'object', properties: {} } }]);
+  assert.deepEqual(chat({ messages: [{ role: 'user', content: 'x' }], format: '' }).format, { kind: 'text' });
+});
+
+test('tool results pair with calls by id, by name, or in order', () => {
+  const task = chat({
+    messages: [
+      { role: 'user', content: 'x' },
+      {
+        role: 'assistant',
+        content: '',
+        tool_calls: [
+          { id: 'kept', function: { name: 'a', arguments: {} } },
+          { function: { name: 'b', arguments: { n: 1 } } },
+          { function: { name: 'c', arguments: {} } },
+        ],
+      },
+      { role: 'tool', content: 'rb', tool_name: 'b' },
+      { role: 'tool', content: 'ra', tool_call_id: 'kept' },
+      { role: 'tool', content: 'rc' },
+    ],
+  });
+  assert.equal(task.prompt.kind, 'chat');
+  const tools = task.prompt.kind === 'chat' ? task.prompt.messages.slice(2) : [];
+  assert.deepEqual(tools, [
+    { role: 'tool', toolCallId: 'call_1_1', name: 'b', content: 'rb' },
+    { role: 'tool', toolCallId: 'kept', name: 'a', content: 'ra' },
+    { role: 'tool', toolCallId: 'call_1_2', name: 'c', content: 'rc' },
+  ]);
+});
+
+test('generate templates the prompt as a user turn unless raw; non-chat models get text', () => {
+  assert.deepEqual(generate({ prompt: 'Once', system: 'sys' }).prompt, {
+    kind: 'chat',
+    messages: [
+      { role: 'system', content: 'sys' },
+      { role: 'user', content: 'Once' },
+    ],
+  });
+  assert.deepEqual(generate({ prompt: 'Once', raw: true }).prompt, { kind: 'text', text: 'Once' });
+  assert.deepEqual(generate({ prompt: 'Once', system: 'sys' }, { ...target, chat: false }).prompt, { kind: 'text', text: 'sys\n\nOnce' });
+  const raw = failure(() => generate({ prompt: 'Once', raw: true, system: 'sys' }));
+  assert.equal(raw.code, 'BAD_REQUEST');
+  assert.equal(raw.param, 'system');
+  // Empty values of refused fields mean "none" and are fine.
+  assert.equal(generate({ prompt: 'Once', images: [], suffix: '', context: [], template: '' }).prompt.kind, 'chat');
+});
+
+test('unsupported parameters are refused by name, never ignored', () => {
+  const cases: [() => unknown, string][] = [
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { top_k: 40 } }), 'options.top_k'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { repeat_penalty: 1.1 } }), 'options.repeat_penalty'],
+    [() => chat({ messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }), 'messages[0].images'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], think: 'high' }), 'think'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], truncate: false }), 'truncate'],
+    [() => generate({ prompt: 'x', images: ['aGk='] }), 'images'],
+    [() => generate({ prompt: 'x', suffix: 'end' }), 'suffix'],
+    [() => generate({ prompt: 'x', context: [1, 2] }), 'context'],
+    [() => generate({ prompt: 'x', template: '{{ .Prompt }}' }), 'template'],
+    [() => parseBody(EmbedRequest, { model: 'm', input: 'x', dimensions: 8 }), 'dimensions'],
+    [() => parseBody(EmbedRequest, { model: 'm', input: 'x', options: { temperature: 0 } }), 'options.temperature'],
+  ];
+  for (const [fn, param] of cases) {
+    const error = failure(fn);
+    assert.equal(error.code, 'UNSUPPORTED_PARAMETER', param);
+    assert.equal(error.param, param);
+    assert.match(error.message, new RegExp(param.replace(/[[\].]/g, '\\$&')));
+  }
+});
+
+test('invalid values are a BAD_REQUEST naming the field', () => {
+  const cases: [() => unknown, string][] = [
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { num_ctx: 8192 } }), 'options.num_ctx'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { temperature: 3 } }), 'options.temperature'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { num_predict: 0 } }), 'options.num_predict'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], format: 'xml' }), 'format'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }), 'top_logprobs'],
+    [() => chat({ messages: [{ role: 'wizard', content: 'x' }] }), 'messages[0].role'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'bad name' } }] }), 'tools[0].function.name'],
+    [() => parseBody(ShowRequest, {}), 'model'],
+    [() => parseBody(ShowRequest, { model: 'm', verbose: true }), 'verbose'],
+  ];
+  for (const [fn, param] of cases) {
+    const error = failure(fn);
+    assert.equal(error.code, 'BAD_REQUEST', param);
+    assert.equal(error.param, param);
+  }
+});
+
+test('embed tasks truncate by default; num_ctx is checked against the context', () => {
+  assert.deepEqual(embedTask(['a', 'b'], undefined, undefined, target), { kind: 'embed', model: 'shoal/tiny', inputs: ['a', 'b'], truncate: true });
+  assert.equal(embedTask(['a'], false, 4096, target).truncate, false);
+  assert.equal(failure(() => embedTask(['a'], true, 4097, target)).param, 'options.num_ctx');
+});
+
+test('model names: exact ids, or the id with :latest; other tags do not resolve', () => {
+  const ids = ['shoal/tiny', 'org/model:q4'];
+  assert.equal(resolveModelName('shoal/tiny', ids), 'shoal/tiny');
+  assert.equal(resolveModelName('shoal/tiny:latest', ids), 'shoal/tiny');
+  assert.equal(resolveModelName('org/model:q4', ids), 'org/model:q4');
+  assert.equal(resolveModelName('shoal/tiny:7b', ids), null);
+  assert.equal(resolveModelName('other', ids), null);
+  assert.equal(ollamaName('shoal/tiny'), 'shoal/tiny:latest');
+  assert.equal(ollamaName('org/model:q4'), 'org/model:q4');
+});
+
+test('NDJSON lines cannot be forged by CR/LF in echoed values', () => {
+  const line = ndjsonLine({ model: 'a\r\n{"done":true}\n', response: 'x\ny\rz\u2028' });
+  assert.equal(line.indexOf('\n'), line.length - 1, 'exactly one line feed, at the end');
+  assert.ok(!line.includes('\r'));
+  assert.deepEqual(JSON.parse(line), { model: 'a\r\n{"done":true}\n', response: 'x\ny\rz\u2028' });
+});
+
+test('durations are nanoseconds split at admission and first output', () => {
+  const stats = doneStats({ receivedNs: 1_000n, startedNs: 3_000n, firstOutputNs: 10_000n, endedNs: 50_000n }, { promptTokens: 12, completionTokens: 24 });
+  assert.deepEqual(stats, {
+    total_duration: 49_000,
+    load_duration: 2_000,
+    prompt_eval_count: 12,
+    prompt_eval_duration: 7_000,
+    eval_count: 24,
+    eval_duration: 40_000,
+  });
+  const nothing = doneStats({ receivedNs: 0n, startedNs: 5n, firstOutputNs: null, endedNs: 9n }, { promptTokens: 1, completionTokens: 0 });
+  assert.equal(nothing.eval_duration, 0);
+  assert.equal(nothing.prompt_eval_duration, 4);
+});
+
+test('tool call arguments are parsed once complete; cut-off or non-object arguments fail clearly', () => {
+  assert.deepEqual(toolCallBodies([{ index: 0, id: 'call_1', name: 'f', arguments: '{"a":1}' }], 'tool_calls'), [
+    { id: 'call_1', function: { index: 0, name: 'f', arguments: { a: 1 } } },
+  ]);
+  const cut = failure(() => toolCallBodies([{ index: 0, id: 'c', name: 'f', arguments: '{"a":' }], 'length'));
+  assert.equal(cut.param, 'options.num_predict');
+  assert.equal(failure(() => toolCallBodies([{ index: 0, id: 'c', name: 'f', arguments: '[1]' }], 'tool_calls')).code, 'INTERNAL');
+});
+
+test('listings have Ollama’s shapes', () => {
+  const tag = tagBody(listing);
+  assert.equal(tag.name, 'shoal/tiny:latest');
+  assert.equal(tag.model, 'shoal/tiny:latest');
+  assert.equal(tag.modified_at, '2023-11-14T22:13:20.000Z');
+  assert.equal(tag.size, 1234);
+  assert.match(tag.digest, /^[0-9a-f]{64}$/);
+  assert.equal(tag.digest, modelDigest('shoal/tiny'));
+  assert.deepEqual(tag.details, { parent_model: '', format: 'gguf', family: 'llama', families: ['llama'], parameter_size: '1.2M', quantization_level: 'Q8_0' });
+  const ps = psBody(listing);
+  assert.equal(ps.size_vram, 0);
+  assert.equal(ps.context_length, 4096);
+  assert.ok(Date.parse(ps.expires_at) > Date.parse('2100-01-01'));
+  const show = showBody(listing);
+  assert.deepEqual(show.model_info, { 'general.architecture': 'llama', 'llama.context_length': 4096 });
+  assert.deepEqual(show.capabilities, ['completion', 'embedding', 'tools']);
+});
+
+test('/api/embed vectors are unit length like Ollama’s; the legacy endpoint keeps them raw', () => {
+  assert.deepEqual(l2Normalize([3, 4]), [0.6, 0.8]);
+  assert.deepEqual(l2Normalize([0, 0]), [0, 0]);
+  assert.deepEqual(embedBody('m', [[3, 4]], 10, 2, 5), { model: 'm', embeddings: [[0.6, 0.8]], total_duration: 10, load_duration: 2, prompt_eval_count: 5 });
+  assert.deepEqual(embeddingsBody([3, 4]), { embedding: [3, 4] });
+});
+
+test('every error code maps to an Ollama {error} with a 4xx/5xx status', () => {
+  for (const code of ERROR_CODES) {
+    const mapped = toOllamaError(new ShoalError(code, `message for ${code}`));
+    assert.deepEqual(mapped.body, { error: `message for ${code}` });
+    assert.ok(mapped.status >= 400 && mapped.status < 600, code);
+  }
+  const status = (code: (typeof ERROR_CODES)[number]) => toOllamaError(new ShoalError(code, 'x')).status;
+  assert.equal(status('BAD_REQUEST'), 400);
+  assert.equal(status('UNSUPPORTED_PARAMETER'), 400);
+  assert.equal(status('UNAUTHORIZED'), 401);
+  assert.equal(status('MODEL_NOT_FOUND'), 404);
+  assert.equal(status('PAYLOAD_TOO_LARGE'), 413);
+  assert.equal(status('QUEUE_FULL'), 429);
+  assert.equal(status('INTERNAL'), 500);
+  assert.equal(status('MODEL_LOADING'), 503);
+});
+
+/** A dispatcher that answers every generate task with the scripted events. */
+function fakeDispatcher(script: (task: RunnerTask) => TaskEvent[], failAfter?: number): Dispatcher {
+  return {
+    models: () => [listing],
+    run: (task) =>
+      (async function* () {
+        const events = script(task);
+        for (const [i, event] of events.entries()) {
+          if (failAfter !== undefined && i === failAfter) throw new ShoalError('RUNNER_CRASHED', 'the runner crashed');
+          yield event;
+        }
+      })(),
+  };
+}
+
+async function serve(dispatcher: Dispatcher) {
+  const app = Fastify();
+  await app.register(ollamaRoutes, { dispatcher, apiKeys: new ApiKeys([]) });
+  return app;
+}
+
+const answer: TaskEvent[] = [
+  { type: 'start', promptTokens: 5 },
+  { type: 'reasoning', text: 'think' },
+  { type: 'text', text: 'Hel' },
+  { type: 'text', text: 'lo\n' },
+  { type: 'tool_call', index: 0, id: 'call_x', name: 'f' },
+  { type: 'tool_call_delta', index: 0, arguments: '{"a"' },
+  { type: 'tool_call_delta', index: 0, arguments: ':1}' },
+  { type: 'end', finishReason: 'tool_calls', stopSequence: null, usage: { promptTokens: 5, completionTokens: 3 } },
+];
+
+test('routes stream NDJSON by default and answer one object with stream: false', async () => {
+  const app = await serve(fakeDispatcher(() => answer));
+  const streamed = await app.inject({ method: 'POST', url: '/api/chat', payload: { model: 'shoal/tiny:latest', messages: [{ role: 'user', content: 'x' }] } });
+  assert.equal(streamed.statusCode, 200);
+  assert.equal(streamed.headers['content-type'], 'application/x-ndjson');
+  const lines = streamed.body.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.deepEqual(lines.map((l) => (l.message as { content: string }).content), ['', 'Hel', 'lo\n', '', '']);
+  assert.equal((lines[0]!.message as { thinking: string }).thinking, 'think');
+  assert.deepEqual((lines[3]!.message as { tool_calls: unknown }).tool_calls, [{ id: 'call_x', function: { index: 0, name: 'f', arguments: { a: 1 } } }]);
+  const last = lines.at(-1)!;
+  assert.equal(last.done, true);
+  assert.equal(last.done_reason, 'stop');
+  assert.equal(last.model, 'shoal/tiny:latest');
+  assert.equal(last.prompt_eval_count, 5);
+  assert.equal(last.eval_count, 3);
+  for (const field of ['total_duration', 'load_duration', 'prompt_eval_duration', 'eval_duration']) assert.equal(typeof last[field], 'number');
+
+  const whole = await app.inject({ method: 'POST', url: '/api/chat', payload: { model: 'shoal/tiny', messages: [{ role: 'user', content: 'x' }], stream: false, think: false } });
+  const body = whole.json<{ message: Record<string, unknown>; done: boolean }>();
+  assert.deepEqual(body.message, { role: 'assistant', content: 'Hello\n', tool_calls: [{ id: 'call_x', function: { index: 0, name: 'f', arguments: { a: 1 } } }] });
+  assert.equal(body.done, true);
+
+  const gen = await app.inject({ method: 'POST', url: '/api/generate', payload: { model: 'shoal/tiny', prompt: 'x', stream: false } });
+  assert.equal(gen.json<{ response: string; thinking: string }>().response, 'Hello\n');
+  assert.equal(gen.json<{ response: string; thinking: string }>().thinking, 'think');
+  await app.close();
+});
+
+test('load requests, form-encoded bodies, unknown models and mid-stream failures', async () => {
+  const app = await serve(fakeDispatcher(() => answer, 3));
+  const load = await app.inject({ method: 'POST', url: '/api/generate', payload: { model: 'shoal/tiny' } });
+  assert.equal(load.json<{ done_reason: string }>().done_reason, 'load');
+  const chatLoad = await app.inject({ method: 'POST', url: '/api/chat', payload: { model: 'shoal/tiny', messages: [] } });
+  assert.equal(chatLoad.json<{ done_reason: string }>().done_reason, 'load');
+
+  // `curl -d` sends JSON as form-encoded; Ollama reads it as JSON anyway.
+  const form = await app.inject({
+    method: 'POST',
+    url: '/api/show',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: JSON.stringify({ model: 'shoal/tiny' }),
+  });
+  assert.equal(form.statusCode, 200);
+  assert.equal(form.json<{ details: { format: string } }>().details.format, 'gguf');
+  // fetch() with a string body says text/plain.
+  const text = await app.inject({ method: 'POST', url: '/api/show', headers: { 'content-type': 'text/plain;charset=UTF-8' }, payload: JSON.stringify({ model: 'shoal/tiny' }) });
+  assert.equal(text.statusCode, 200);
+  const badJson = await app.inject({ method: 'POST', url: '/api/show', headers: { 'content-type': 'text/x-anything' }, payload: '{' });
+  assert.equal(badJson.statusCode, 400);
+  assert.ok(typeof badJson.json<{ error: string }>().error === 'string');
+
+  const missing = await app.inject({ method: 'POST', url: '/api/chat', payload: { model: 'nobody', messages: [{ role: 'user', content: 'x' }] } });
+  assert.equal(missing.statusCode, 404);
+  assert.match(missing.json<{ error: string }>().error, /^model 'nobody' not found/);
+
+  const broken = await app.inject({ method: 'POST', url: '/api/generate', payload: { model: 'shoal/tiny', prompt: 'x' } });
+  const lines = broken.body.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.deepEqual(lines.at(-1), { error: 'the runner crashed' });
+  await app.close();
+});

@@ -1,0 +1,271 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { assertNever, ShoalError, toShoalError } from '../../common/errors.js';
+import type { EmbeddingTask, FinishReason, InferenceTask, Usage } from '../../wire/task.js';
+import type { Dispatcher, ModelListing } from '../dispatch.js';
+import { fromFastifyError } from '../fastify-errors.js';
+import type { FamilyOptions } from '../server.js';
+import { clientAbortSignal, startTask, type StartedTask } from '../stream.js';
+import { parseBody } from '../validation.js';
+import { toOllamaError } from './errors.js';
+import { chatRequestToTask, embedInputs, embedTask, generateRequestToTask, resolveModelName, wantsThinking, type TargetModel } from './normalize.js';
+import { ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest, ShowRequest } from './schemas.js';
+import {
+  chatChunkBody,
+  chatDoneBody,
+  chatLoadBody,
+  doneStats,
+  embedBody,
+  embeddingsBody,
+  generateChunkBody,
+  generateDoneBody,
+  generateLoadBody,
+  ndjsonLine,
+  NDJSON_HEADERS,
+  psBody,
+  showBody,
+  tagBody,
+  toolCallBodies,
+  ollamaLogprobs,
+  type AnswerPart,
+  type CollectedToolCall,
+  type DoneStats,
+  type OllamaToolCallBody,
+} from './serialize.js';
+
+/** How one endpoint shapes its streamed chunks and its final object. */
+interface AnswerShape {
+  chunk(model: string, createdAt: string, part: AnswerPart): object;
+  done(model: string, createdAt: string, part: AnswerPart, finishReason: FinishReason, stats: DoneStats): object;
+}
+
+const CHAT: AnswerShape = { chunk: chatChunkBody, done: chatDoneBody };
+const GENERATE: AnswerShape = { chunk: generateChunkBody, done: generateDoneBody };
+
+/** The Ollama family: `/api/chat`, `/api/generate`, `/api/embed(dings)`, `/api/tags`, `/api/ps`, `/api/show`, `/api/version`. */
+export async function ollamaRoutes(app: FastifyInstance, options: FamilyOptions): Promise<void> {
+  const { dispatcher } = options;
+  const version = shoalVersion();
+
+  app.setErrorHandler((error, _request, reply) => sendOllamaError(reply, fromFastifyError(error)));
+  app.addHook('onRequest', async (request) => options.apiKeys.check(request.headers));
+  // Ollama reads every body as JSON whatever its content type: its own docs post with `curl -d`
+  // (form-encoded) and fetch() sends a string body as text/plain. Fastify's parser keeps application/json.
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+    try {
+      done(null, JSON.parse(body as string));
+    } catch (error) {
+      done(Object.assign(error as Error, { statusCode: 400 }), undefined);
+    }
+  });
+
+  app.get('/api/version', async () => ({ version }));
+
+  app.get('/api/tags', async () => ({ models: dispatcher.models().map(tagBody) }));
+
+  app.get('/api/ps', async () => ({ models: dispatcher.models().filter((m) => m.ready).map(psBody) }));
+
+  app.post('/api/show', async (request) => {
+    const body = parseBody(ShowRequest, request.body);
+    return showBody(findModel(dispatcher, body.model ?? body.name!));
+  });
+
+  app.post('/api/chat', async (request, reply) => {
+    const receivedNs = process.hrtime.bigint();
+    const body = parseBody(ChatRequest, request.body);
+    const model = findModel(dispatcher, body.model);
+    if ((body.messages ?? []).length === 0) return reply.send(chatLoadBody(body.model, loaded(model)));
+    const task = chatRequestToTask(body, target(model));
+    await respond(dispatcher, task, CHAT, { name: body.model, stream: body.stream ?? true, thinking: wantsThinking(body.think), receivedNs }, request, reply);
+  });
+
+  app.post('/api/generate', async (request, reply) => {
+    const receivedNs = process.hrtime.bigint();
+    const body = parseBody(GenerateRequest, request.body);
+    const model = findModel(dispatcher, body.model);
+    if ((body.prompt ?? '') === '') return reply.send(generateLoadBody(body.model, loaded(model)));
+    const task = generateRequestToTask(body, target(model));
+    await respond(dispatcher, task, GENERATE, { name: body.model, stream: body.stream ?? true, thinking: wantsThinking(body.think), receivedNs }, request, reply);
+  });
+
+  app.post('/api/embed', async (request, reply) => {
+    const receivedNs = process.hrtime.bigint();
+    const body = parseBody(EmbedRequest, request.body);
+    const model = findModel(dispatcher, body.model);
+    const inputs = embedInputs(body.input);
+    if (inputs.length === 0) return embedBody(body.model, [], 0, 0, 0);
+    const task = embedTask(inputs, body.truncate, body.options?.num_ctx, target(model));
+    const result = await embed(dispatcher, task, clientAbortSignal(request, reply));
+    const endedNs = process.hrtime.bigint();
+    return embedBody(body.model, result.vectors, Number(endedNs - receivedNs), Number(result.startedNs - receivedNs), result.promptTokens);
+  });
+
+  app.post('/api/embeddings', async (request, reply) => {
+    const body = parseBody(EmbeddingsRequest, request.body);
+    const model = findModel(dispatcher, body.model);
+    if (body.prompt === '') return embeddingsBody([]);
+    const task = embedTask([body.prompt], true, body.options?.num_ctx, target(model));
+    const result = await embed(dispatcher, task, clientAbortSignal(request, reply));
+    return embeddingsBody(result.vectors[0]!);
+  });
+}
+
+function findModel(dispatcher: Dispatcher, name: string): ModelListing {
+  const listings = dispatcher.models();
+  const id = resolveModelName(name, listings.map((m) => m.id));
+  const model = listings.find((m) => m.id === id);
+  if (model) return model;
+  const placed = listings.map((m) => m.id).join(', ');
+  const hint = placed === '' ? 'no models are placed on this cluster' : `this cluster serves ${placed} (GET /api/tags lists them)`;
+  throw new ShoalError('MODEL_NOT_FOUND', `model '${name}' not found: ${hint}`, { param: 'model' });
+}
+
+function target(model: ModelListing): TargetModel {
+  return { id: model.id, contextSize: model.contextSize, chat: model.capabilities.includes('chat') };
+}
+
+/** A load request succeeds once the model is ready; Shoal loads models when they are placed, not on demand. */
+function loaded(model: ModelListing): string {
+  if (!model.ready) throw new ShoalError('MODEL_LOADING', `model '${model.id}' is not ready yet: retry shortly`);
+  return new Date().toISOString();
+}
+
+interface RespondOptions {
+  /** The model name as the client sent it; Ollama echoes it. */
+  name: string;
+  stream: boolean;
+  thinking: boolean;
+  receivedNs: bigint;
+}
+
+interface AnswerEnd {
+  finishReason: FinishReason;
+  usage: Usage;
+  toolCalls: OllamaToolCallBody[];
+  firstOutputNs: bigint | null;
+}
+
+/** Reads a generation to its end, handing text and thinking to `onPart` as they come; tool calls come back whole. */
+async function readAnswer(started: StartedTask, thinking: boolean, topLogprobs: number | null, onPart: (part: AnswerPart) => void): Promise<AnswerEnd> {
+  const calls: CollectedToolCall[] = [];
+  let firstOutputNs: bigint | null = null;
+  let end: { finishReason: FinishReason; usage: Usage } | null = null;
+  for (let next = await started.events.next(); !next.done; next = await started.events.next()) {
+    const event = next.value;
+    if (event.type !== 'end') firstOutputNs ??= process.hrtime.bigint();
+    switch (event.type) {
+      case 'text':
+        onPart({ content: event.text, ...(topLogprobs !== null && event.logprobs ? { logprobs: ollamaLogprobs(event.logprobs, topLogprobs) } : {}) });
+        break;
+      case 'reasoning':
+        // think: false hides the thinking; Shoal cannot stop a model from doing it.
+        if (thinking) onPart({ content: '', thinking: event.text });
+        break;
+      case 'tool_call':
+        calls.push({ index: event.index, id: event.id, name: event.name, arguments: '' });
+        break;
+      case 'tool_call_delta': {
+        const call = calls.find((c) => c.index === event.index);
+        if (!call) throw new ShoalError('INTERNAL', `the runner sent arguments for tool call ${event.index} before the call`);
+        call.arguments += event.arguments;
+        break;
+      }
+      case 'end':
+        end = event;
+        break;
+      case 'start':
+      case 'embeddings':
+        throw new ShoalError('INTERNAL', `the runner sent an unexpected '${event.type}' event during a generation`);
+      default:
+        assertNever(event, 'task event');
+    }
+  }
+  if (!end) throw new ShoalError('INTERNAL', 'the generation ended without an end event');
+  return { ...end, toolCalls: toolCallBodies(calls, end.finishReason), firstOutputNs };
+}
+
+function appendPart(whole: AnswerPart, part: AnswerPart): void {
+  whole.content += part.content;
+  if (part.thinking) whole.thinking = (whole.thinking ?? '') + part.thinking;
+  if (part.logprobs) whole.logprobs = [...(whole.logprobs ?? []), ...part.logprobs];
+}
+
+async function respond(dispatcher: Dispatcher, task: InferenceTask, shape: AnswerShape, options: RespondOptions, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const signal = clientAbortSignal(request, reply);
+  const started = await startTask(dispatcher, task, signal);
+  const startedNs = process.hrtime.bigint();
+  const topLogprobs = task.logprobs?.top ?? null;
+  const stats = (end: AnswerEnd): DoneStats => {
+    const timings = { receivedNs: options.receivedNs, startedNs, firstOutputNs: end.firstOutputNs, endedNs: process.hrtime.bigint() };
+    return doneStats(timings, end.usage);
+  };
+
+  if (!options.stream) {
+    const whole: AnswerPart = { content: '', ...(topLogprobs === null ? {} : { logprobs: [] }) };
+    const end = await readAnswer(started, options.thinking, topLogprobs, (part) => appendPart(whole, part));
+    await reply.send(shape.done(options.name, new Date().toISOString(), { ...whole, toolCalls: end.toolCalls }, end.finishReason, stats(end)));
+    return;
+  }
+
+  reply.hijack();
+  reply.raw.writeHead(200, NDJSON_HEADERS);
+  const write = (payload: object): void => void reply.raw.write(ndjsonLine(payload));
+  try {
+    const end = await readAnswer(started, options.thinking, topLogprobs, (part) => write(shape.chunk(options.name, new Date().toISOString(), part)));
+    if (end.toolCalls.length > 0) write(shape.chunk(options.name, new Date().toISOString(), { content: '', toolCalls: end.toolCalls }));
+    write(shape.done(options.name, new Date().toISOString(), { content: '' }, end.finishReason, stats(end)));
+  } catch (error) {
+    // Headers are gone; Ollama's convention is an `{error}` object as the last line.
+    const failure = toShoalError(error);
+    if (failure.code !== 'CANCELLED') {
+      request.log.warn({ code: failure.code }, `stream failed: ${failure.message}`);
+      write(toOllamaError(failure).body);
+    }
+  } finally {
+    reply.raw.end();
+  }
+}
+
+interface EmbedResult {
+  vectors: number[][];
+  promptTokens: number;
+  startedNs: bigint;
+}
+
+async function embed(dispatcher: Dispatcher, task: EmbeddingTask, signal: AbortSignal): Promise<EmbedResult> {
+  const started = await startTask(dispatcher, task, signal);
+  const startedNs = process.hrtime.bigint();
+  let vectors: number[][] | null = null;
+  let promptTokens = started.promptTokens;
+  for (let next = await started.events.next(); !next.done; next = await started.events.next()) {
+    const event = next.value;
+    if (event.type === 'embeddings') vectors = event.vectors;
+    else if (event.type === 'end') promptTokens = event.usage.promptTokens;
+  }
+  if (!vectors || vectors.length !== task.inputs.length) {
+    throw new ShoalError('INTERNAL', `the runner returned ${vectors?.length ?? 0} embeddings for ${task.inputs.length} inputs`);
+  }
+  return { vectors, promptTokens, startedNs };
+}
+
+export function sendOllamaError(reply: FastifyReply, error: ShoalError, status?: number): FastifyReply {
+  const mapped = toOllamaError(error);
+  const code = status ?? mapped.status;
+  if (code >= 500) reply.log.error({ err: error.cause ?? error }, error.message);
+  return reply.code(code).headers(mapped.headers).send(mapped.body);
+}
+
+/** The version in Shoal's package.json, found by walking up from this module (the depth differs between src/ and dist/). */
+function shoalVersion(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    const candidate = join(dir, 'package.json');
+    if (existsSync(candidate)) {
+      const pkg = JSON.parse(readFileSync(candidate, 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'shoal' && typeof pkg.version === 'string') return pkg.version;
+    }
+    if (dirname(dir) === dir) throw new ShoalError('INTERNAL', "Shoal's package.json was not found above its code: reinstall Shoal");
+  }
+}
