@@ -26,6 +26,10 @@ export interface ServerOptions {
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** Oversized bodies up to this size are read and discarded so the client gets its 413. */
+export const MAX_DRAINED_BODY_BYTES = 64 * 1024 * 1024;
+/** How long an oversized upload may take to drain before the 413 goes out anyway. */
+const DRAIN_TIMEOUT_MS = 10_000;
 
 /** What every API family plugin receives. */
 export interface FamilyOptions {
@@ -53,6 +57,22 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   });
   const familyOptions: FamilyOptions = { dispatcher: options.dispatcher, apiKeys: new ApiKeys(options.apiKeys ?? []) };
   const families: Family[] = [];
+
+  // A client still uploading an oversized body would see its connection reset (EPIPE) instead of the
+  // 413, so a moderately large body is read to its end (and discarded) before the answer goes out.
+  app.addHook('onError', async (request, _reply, error) => {
+    if ((error as { code?: string }).code !== 'FST_ERR_CTP_BODY_TOO_LARGE') return;
+    const declared = Number(request.headers['content-length'] ?? NaN);
+    if (!Number.isFinite(declared) || declared > MAX_DRAINED_BODY_BYTES || request.raw.readableEnded) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, DRAIN_TIMEOUT_MS);
+      const done = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      request.raw.once('end', done).once('close', done).resume();
+    });
+  });
 
   app.get('/healthz', async (_request, reply) => {
     const health = options.health();

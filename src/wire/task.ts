@@ -107,6 +107,8 @@ export const EmbeddingTask = z.strictObject({
   inputs: z.array(z.string()).min(1).max(MAX_EMBEDDING_INPUTS),
   /** Cut inputs longer than the context instead of refusing them. */
   truncate: z.boolean(),
+  /** Scale each vector to unit length (OpenAI, Ollama's /api/embed), so cosine similarity is a dot product. */
+  normalize: z.boolean(),
 });
 export type EmbeddingTask = z.infer<typeof EmbeddingTask>;
 

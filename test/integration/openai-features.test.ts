@@ -188,3 +188,45 @@ describe('API keys', () => {
     assert.equal((await fetch(`${locked.url}/healthz`)).status, 200, 'health stays open');
   });
 });
+
+describe('reasoning and eager tool use', () => {
+  test('a reasoning model’s think block arrives as reasoning_content, never in the answer', async () => {
+    await using thinker = await startTestNode({ args: ['--default-model', 'shoal/tiny-think'] });
+    const c = new OpenAI({ baseURL: `${thinker.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const params = { model: 'shoal/tiny-think', messages: [{ role: 'user' as const, content: 'Why is the sky blue?' }], temperature: 0, max_tokens: 200 };
+    const res = await c.chat.completions.create(params);
+    assertOpenAIShape('CreateChatCompletionResponse', res);
+    const message = res.choices[0]!.message as OpenAI.Chat.ChatCompletionMessage & { reasoning_content?: string };
+    assert.ok(message.reasoning_content && message.reasoning_content.length > 0, 'reasoning is reported');
+    assert.ok(message.content && message.content.length > 0, 'an answer follows');
+    for (const text of [message.content, message.reasoning_content]) assert.doesNotMatch(text, /<\/?think>/);
+    assert.equal(res.choices[0]!.finish_reason, 'stop');
+    let reasoning = '';
+    let content = '';
+    for await (const chunk of await c.chat.completions.create({ ...params, stream: true })) {
+      const delta = chunk.choices[0]?.delta as { content?: string; reasoning_content?: string } | undefined;
+      reasoning += delta?.reasoning_content ?? '';
+      content += delta?.content ?? '';
+    }
+    assert.equal(reasoning, message.reasoning_content);
+    assert.equal(content, message.content);
+  });
+
+  test('with tool_choice auto, a tool-eager model calls a tool and answers once the result is back', async () => {
+    await using eager = await startTestNode({ args: ['--default-model', 'shoal/tiny-tools'] });
+    const c = new OpenAI({ baseURL: `${eager.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather in Oslo?' }];
+    const first = await c.chat.completions.create({ model: 'shoal/tiny-tools', messages, tools: TOOLS, temperature: 0, max_tokens: 200 });
+    assert.equal(first.choices[0]!.finish_reason, 'tool_calls');
+    const call = first.choices[0]!.message.tool_calls![0]! as OpenAI.Chat.ChatCompletionMessageFunctionToolCall;
+    const schema = TOOLS.find((t) => t.type === 'function' && t.function.name === call.function.name)!;
+    assert.ok(ajv.validate((schema as OpenAI.Chat.ChatCompletionFunctionTool).function.parameters!, JSON.parse(call.function.arguments)), ajv.errorsText());
+    const second = await c.chat.completions.create({
+      model: 'shoal/tiny-tools',
+      messages: [...messages, first.choices[0]!.message, { role: 'tool', tool_call_id: call.id, content: '{"temp_c": 3}' }],
+      tools: TOOLS, temperature: 0, max_tokens: 60,
+    });
+    assert.notEqual(second.choices[0]!.finish_reason, 'tool_calls');
+    assert.ok(second.choices[0]!.message.content!.length > 0);
+  });
+});

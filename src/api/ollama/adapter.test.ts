@@ -19,7 +19,7 @@ import {
 } from './normalize.js';
 import { ollamaRoutes } from './routes.js';
 import { ChatRequest, EmbedRequest, GenerateRequest, ShowRequest } from './schemas.js';
-import { doneStats, embedBody, embeddingsBody, l2Normalize, modelDigest, ndjsonLine, psBody, showBody, tagBody, toolCallBodies } from './serialize.js';
+import { doneStats, embedBody, embeddingsBody, modelDigest, ndjsonLine, psBody, showBody, tagBody, toolCallBodies } from './serialize.js';
 
 const target: TargetModel = { id: 'shoal/tiny', contextSize: 4096, chat: true };
 
@@ -196,9 +196,9 @@ test('invalid values are a BAD_REQUEST naming the field', () => {
 });
 
 test('embed tasks truncate by default; num_ctx is checked against the context', () => {
-  assert.deepEqual(embedTask(['a', 'b'], undefined, undefined, target), { kind: 'embed', model: 'shoal/tiny', inputs: ['a', 'b'], truncate: true });
-  assert.equal(embedTask(['a'], false, 4096, target).truncate, false);
-  assert.equal(failure(() => embedTask(['a'], true, 4097, target)).param, 'options.num_ctx');
+  assert.deepEqual(embedTask(['a', 'b'], undefined, undefined, target, true), { kind: 'embed', model: 'shoal/tiny', inputs: ['a', 'b'], truncate: true, normalize: true });
+  assert.equal(embedTask(['a'], false, 4096, target, false).truncate, false);
+  assert.equal(failure(() => embedTask(['a'], true, 4097, target, true)).param, 'options.num_ctx');
 });
 
 test('model names: exact ids, or the id with :latest; other tags do not resolve', () => {
@@ -262,9 +262,7 @@ test('listings have Ollama’s shapes', () => {
 });
 
 test('/api/embed vectors are unit length like Ollama’s; the legacy endpoint keeps them raw', () => {
-  assert.deepEqual(l2Normalize([3, 4]), [0.6, 0.8]);
-  assert.deepEqual(l2Normalize([0, 0]), [0, 0]);
-  assert.deepEqual(embedBody('m', [[3, 4]], 10, 2, 5), { model: 'm', embeddings: [[0.6, 0.8]], total_duration: 10, load_duration: 2, prompt_eval_count: 5 });
+  assert.deepEqual(embedBody('m', [[0.6, 0.8]], 10, 2, 5), { model: 'm', embeddings: [[0.6, 0.8]], total_duration: 10, load_duration: 2, prompt_eval_count: 5 });
   assert.deepEqual(embeddingsBody([3, 4]), { embedding: [3, 4] });
 });
 

@@ -206,7 +206,7 @@ export function embedInputs(input: EmbedRequest['input']): string[] {
   return typeof input === 'string' ? [input] : input;
 }
 
-export function embedTask(inputs: string[], truncate: boolean | undefined, numCtx: number | undefined, target: TargetModel): EmbeddingTask {
+export function embedTask(inputs: string[], truncate: boolean | undefined, numCtx: number | undefined, target: TargetModel, normalize: boolean): EmbeddingTask {
   checkContext(numCtx, target);
-  return { kind: 'embed', model: target.id, inputs, truncate: truncate ?? true };
+  return { kind: 'embed', model: target.id, inputs, truncate: truncate ?? true, normalize };
 }

@@ -1,8 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { assertNever, ShoalError, toShoalError } from '../../common/errors.js';
+import { shoalVersion } from '../../common/version.js';
 import type { EmbeddingTask, FinishReason, InferenceTask, Usage } from '../../wire/task.js';
 import type { Dispatcher, ModelListing } from '../dispatch.js';
 import { fromFastifyError } from '../fastify-errors.js';
@@ -97,7 +95,7 @@ export async function ollamaRoutes(app: FastifyInstance, options: FamilyOptions)
     const model = findModel(dispatcher, body.model);
     const inputs = embedInputs(body.input);
     if (inputs.length === 0) return embedBody(body.model, [], 0, 0, 0);
-    const task = embedTask(inputs, body.truncate, body.options?.num_ctx, target(model));
+    const task = embedTask(inputs, body.truncate, body.options?.num_ctx, target(model), true);
     const result = await embed(dispatcher, task, clientAbortSignal(request, reply));
     const endedNs = process.hrtime.bigint();
     return embedBody(body.model, result.vectors, Number(endedNs - receivedNs), Number(result.startedNs - receivedNs), result.promptTokens);
@@ -107,7 +105,8 @@ export async function ollamaRoutes(app: FastifyInstance, options: FamilyOptions)
     const body = parseBody(EmbeddingsRequest, request.body);
     const model = findModel(dispatcher, body.model);
     if (body.prompt === '') return embeddingsBody([]);
-    const task = embedTask([body.prompt], true, body.options?.num_ctx, target(model));
+    // Like Ollama, the legacy endpoint answers the vector as the model produced it.
+    const task = embedTask([body.prompt], true, body.options?.num_ctx, target(model), false);
     const result = await embed(dispatcher, task, clientAbortSignal(request, reply));
     return embeddingsBody(result.vectors[0]!);
   });
@@ -259,13 +258,3 @@ export function sendOllamaError(reply: FastifyReply, error: ShoalError, status?:
 }
 
 /** The version in Shoal's package.json, found by walking up from this module (the depth differs between src/ and dist/). */
-function shoalVersion(): string {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
-    const candidate = join(dir, 'package.json');
-    if (existsSync(candidate)) {
-      const pkg = JSON.parse(readFileSync(candidate, 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'shoal' && typeof pkg.version === 'string') return pkg.version;
-    }
-    if (dirname(dir) === dir) throw new ShoalError('INTERNAL', "Shoal's package.json was not found above its code: reinstall Shoal");
-  }
-}

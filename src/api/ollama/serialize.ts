@@ -193,18 +193,11 @@ export function generateLoadBody(model: string, createdAt: string) {
   return { model, created_at: createdAt, response: '', done_reason: 'load' as const, done: true as const };
 }
 
-/** Scales a vector to unit length; a zero vector stays as it is. */
-export function l2Normalize(vector: readonly number[]): number[] {
-  const norm = Math.sqrt(vector.reduce((sum, x) => sum + x * x, 0));
-  return norm === 0 ? [...vector] : vector.map((x) => x / norm);
-}
-
-/** Ollama's `/api/embed` answers unit-length vectors, so cosine similarity is a dot product. */
 export function embedBody(model: string, vectors: number[][], totalNs: number, loadNs: number, promptTokens: number) {
-  return { model, embeddings: vectors.map(l2Normalize), total_duration: totalNs, load_duration: loadNs, prompt_eval_count: promptTokens };
+  return { model, embeddings: vectors, total_duration: totalNs, load_duration: loadNs, prompt_eval_count: promptTokens };
 }
 
-/** The legacy `/api/embeddings` answer: like Ollama, the vector as the model produced it, not normalized. */
+/** The legacy `/api/embeddings` answer. */
 export function embeddingsBody(vector: number[]) {
   return { embedding: vector };
 }

@@ -108,5 +108,5 @@ export function completionRequestToTask(request: CompletionRequest): InferenceTa
 
 export function embeddingRequestToTask(request: EmbeddingRequest): EmbeddingTask {
   // OpenAI refuses over-long inputs rather than cutting them.
-  return { kind: 'embed', model: request.model, inputs: typeof request.input === 'string' ? [request.input] : request.input, truncate: false };
+  return { kind: 'embed', model: request.model, inputs: typeof request.input === 'string' ? [request.input] : request.input, truncate: false, normalize: true };
 }

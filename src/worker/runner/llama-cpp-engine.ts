@@ -21,6 +21,7 @@ import { OutputParser, THINK_OPEN, type ToolMode } from './output-parser.js';
 import { toChatHistory } from './prompt.js';
 import type { ModelFacts, RunnerConfig } from './protocol.js';
 import { StopMatcher } from './stop-matcher.js';
+import { unitLength } from './vectors.js';
 
 export type EngineLog = (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
 type Emit = (event: TaskEvent) => void;
@@ -317,7 +318,7 @@ export class LlamaCppEngine implements AsyncDisposable {
     for (const tokens of inputs) {
       if (signal.aborted) throw new ShoalError('CANCELLED', 'the request was cancelled');
       const embedding = await context.getEmbeddingFor(tokens);
-      vectors.push([...embedding.vector]);
+      vectors.push(task.normalize ? unitLength(embedding.vector) : [...embedding.vector]);
     }
     emit({ type: 'embeddings', vectors });
     emit({ type: 'end', finishReason: 'stop', stopSequence: null, usage: { promptTokens, completionTokens: 0 } });

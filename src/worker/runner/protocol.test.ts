@@ -21,7 +21,7 @@ test('every node-to-runner message round-trips through JSON and the schema', () 
     { type: 'load', config: { modelPath: '/m.gguf', contextSize: 512, sequences: 4, threads: 2, gpu: 'auto' } },
     { type: 'run', id: 'r1', task },
     { type: 'run', id: 'r2', task: { ...task, prompt: { kind: 'text', text: 'Once' } } },
-    { type: 'run', id: 'r3', task: { kind: 'embed', model: 'm', inputs: ['a', 'b'], truncate: true } },
+    { type: 'run', id: 'r3', task: { kind: 'embed', model: 'm', inputs: ['a', 'b'], truncate: true, normalize: true } },
     { type: 'run', id: 'r4', task: { kind: 'count', model: 'm', prompt: { kind: 'text', text: 'x' }, tools: [] } },
     { type: 'cancel', id: 'r1' },
     { type: 'shutdown' },
