@@ -6,6 +6,8 @@ const USAGE = `Usage: shoal <command> [options]
 Commands:
   run                 start a node (API on --api-port, default 52600)
   models generate     write a random-weight GGUF model (for tests and benchmarks)
+  status, token, invite, join, approve, decline, remove, leave, dissolve, nickname, make-host
+                      talk to the node running from --data-dir (see 'shoal <command> --help')
 
 Run 'shoal <command> --help' for a command's options.`;
 
@@ -21,6 +23,18 @@ async function main(argv: string[]): Promise<number> {
       console.error(`unknown models command '${sub ?? ''}'. Try: shoal models generate --help`);
       return 2;
     }
+    case 'status':
+    case 'token':
+    case 'invite':
+    case 'join':
+    case 'approve':
+    case 'decline':
+    case 'remove':
+    case 'leave':
+    case 'dissolve':
+    case 'nickname':
+    case 'make-host':
+      return (await import('./cluster-commands.js')).clusterCommand(command, rest);
     case undefined:
     case 'help':
     case '--help':

@@ -17,6 +17,10 @@ export const ERROR_CODES = [
   'RUNNER_STOPPED',
   'CANCELLED',
   'PAYLOAD_TOO_LARGE',
+  /** The event log on disk is damaged in the middle; the message names the file, offset and what to do. */
+  'LOG_CORRUPT',
+  /** The disk is full (ENOSPC/EDQUOT): the node cannot persist and refuses what would need persisting. */
+  'DISK_FULL',
   'INTERNAL',
 ] as const;
 

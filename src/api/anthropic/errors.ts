@@ -56,6 +56,8 @@ export function toAnthropicError(error: ShoalError): MappedError {
       return mapped(500, 'api_error', { 'retry-after': '1' });
     case 'MODEL_FAILED':
     case 'INTERNAL':
+    case 'LOG_CORRUPT':
+    case 'DISK_FULL':
       return mapped(500, 'api_error');
     case 'CANCELLED':
       // Nobody reads this: the client went away. 499 keeps logs honest.

@@ -40,6 +40,8 @@ export function toOllamaError(error: ShoalError): MappedOllamaError {
       // Nobody reads this: the client went away. 499 keeps logs honest.
       return mapped(499);
     case 'INTERNAL':
+    case 'LOG_CORRUPT':
+    case 'DISK_FULL':
       return mapped(500);
     default:
       return assertNever(error.code, 'error code');

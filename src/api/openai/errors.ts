@@ -47,6 +47,8 @@ export function toOpenAIError(error: ShoalError): MappedError {
       // Nobody reads this: the client went away. 499 keeps logs honest.
       return { status: 499, body: body('invalid_request_error', 'cancelled'), headers: {} };
     case 'INTERNAL':
+    case 'LOG_CORRUPT':
+    case 'DISK_FULL':
       return { status: 500, body: body('server_error', null), headers: {} };
     default:
       return assertNever(error.code, 'error code');

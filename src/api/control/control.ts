@@ -1,0 +1,61 @@
+/**
+ * What the control routes and the CLI need from the node: its view of the cluster and the
+ * membership actions. The node shell implements it; every method maps to one HTTP route.
+ */
+
+export interface HealthReason {
+  text: string;
+  remediation: string;
+}
+
+export interface NodeHealth {
+  level: 'ok' | 'degraded' | 'suspect' | 'pruned';
+  reasons: HealthReason[];
+}
+
+export interface MemberView {
+  nodeId: string;
+  name: string;
+  nickname: string | null;
+  fingerprint: string;
+  isMaster: boolean;
+  isSelf: boolean;
+  hostPreferred: boolean;
+  health: NodeHealth;
+}
+
+export interface StatusView {
+  nodeId: string;
+  name: string;
+  fingerprint: string;
+  clusterId: string | null;
+  role: 'standalone' | 'member';
+  masterId: string | null;
+  term: number;
+  lastIdx: number;
+  stateHash: string;
+  members: MemberView[];
+  /** Nodes seen on the network that are not members: name and fingerprint only. */
+  discovered: { nodeId: string; name: string; fingerprint: string; addrs: string[] }[];
+  /** Invitations this node received and has not answered. */
+  invitations: { id: string; fromNodeId: string; fromName: string; fingerprint: string; clusterId: string; expiresAt: string }[];
+  health: NodeHealth;
+  models: unknown[];
+}
+
+export interface NodeControl {
+  status(): StatusView;
+  /** Invites a discovered node (by node id or name). */
+  invite(target: string): Promise<{ invitationId: string; nodeId: string }>;
+  /** A join code for a node that cannot be discovered. */
+  inviteCode(): Promise<{ code: string; expiresAt: string }>;
+  join(code: string): Promise<{ clusterId: string }>;
+  /** Approves a pending invitation (by invitation id, inviter node id or name; the only one when omitted). */
+  approve(selector: string | null): Promise<{ clusterId: string }>;
+  decline(selector: string | null): Promise<void>;
+  remove(target: string): Promise<void>;
+  leave(): Promise<void>;
+  dissolve(): Promise<void>;
+  nickname(target: string, nickname: string | null): Promise<void>;
+  makeHost(target: string): Promise<void>;
+}

@@ -1,0 +1,41 @@
+import { ShoalError } from '../common/errors.js';
+import { resolveDataDir } from '../common/paths.js';
+import { readRunFiles } from '../node/run-files.js';
+
+/** Talks to the local node that runs from a data dir, on loopback, with this start's admin token. */
+export interface NodeClient {
+  baseUrl: string;
+  call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T>;
+}
+
+/** How long a CLI command waits for its node before saying it does not answer. */
+const REQUEST_TIMEOUT_MS = 30_000;
+
+export async function connectToNode(dataDirFlag: string | undefined): Promise<NodeClient> {
+  const dataDir = resolveDataDir(dataDirFlag);
+  const { info, token } = await readRunFiles(dataDir);
+  const baseUrl = `http://127.0.0.1:${info.apiPort}`;
+  return {
+    baseUrl,
+    async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+      let res: Response;
+      try {
+        res = await fetch(`${baseUrl}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        });
+      } catch (error) {
+        throw new ShoalError('NOT_FOUND', `the node from ${dataDir} (pid ${info.pid}, port ${info.apiPort}) does not answer: is it still running?`, { cause: error });
+      }
+      const text = await res.text();
+      const parsed = text === '' ? null : (JSON.parse(text) as unknown);
+      if (!res.ok) {
+        const message = (parsed as { error?: { message?: string } } | null)?.error?.message ?? `${res.status} ${text}`;
+        throw new ShoalError('BAD_REQUEST', message);
+      }
+      return parsed as T;
+    },
+  };
+}
