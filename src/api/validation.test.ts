@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
 import { ShoalError } from '../common/errors.js';
-import { formatPath, parseBody } from './validation.js';
+import { formatPath } from '../common/format-path.js';
+import { parseBody } from './validation.js';
 
 test('paths read the way API users write them', () => {
   assert.equal(formatPath([]), '');

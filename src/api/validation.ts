@@ -1,15 +1,6 @@
 import type { z } from 'zod';
 import { ShoalError } from '../common/errors.js';
-
-/** Renders a zod path the way API users write it: `messages[0].content`. */
-export function formatPath(path: readonly PropertyKey[]): string {
-  let out = '';
-  for (const part of path) {
-    if (typeof part === 'number') out += `[${part}]`;
-    else out += out === '' ? String(part) : `.${String(part)}`;
-  }
-  return out;
-}
+import { formatPath } from '../common/format-path.js';
 
 /** Parses a request body, turning the first problem into a BAD_REQUEST/UNSUPPORTED_PARAMETER that names the field. */
 export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {

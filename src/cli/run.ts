@@ -4,7 +4,7 @@ import { physicalCoreCount } from '../common/cpu.js';
 import { createLogger } from '../common/log.js';
 import { resolveDataDir } from '../common/paths.js';
 import { startNode } from '../node/node.js';
-import { GpuChoice } from '../worker/runner/protocol.js';
+import { GpuChoice, MAX_CONTEXT_TOKENS, MAX_SEQUENCES, MAX_THREADS } from '../worker/runner/protocol.js';
 
 const HELP = `Usage: shoal run [options]
 
@@ -22,17 +22,18 @@ Options:
   --gpu <auto|false|cuda|vulkan|metal>   compute backend (default auto)
   --context-size <tokens>  context per concurrent request (default 4096, capped at the model's)
   --parallel <n>           concurrent requests per instance, batched together (default 8)
-  --api-key <key>          require this key on inference routes (repeatable; also SHOAL_API_KEYS,
+  --api-key <key>          require this key on every /v1 and /api route (repeatable; also SHOAL_API_KEYS,
                            comma-separated). Default: no key needed
   -h, --help               show this help`;
 
 /** Milliseconds a stop may take before the process exits anyway. */
 const STOP_DEADLINE_MS = 4500;
 
-function positiveInt(name: string, value: string | undefined, fallback: number): number {
+function positiveInt(name: string, value: string | undefined, fallback: number, max: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || (n === 0 && name !== 'api-port')) throw new Error(`--${name} must be a positive integer, got '${value}'`);
+  if (n > max) throw new Error(`--${name} can be at most ${max}, got ${n}`);
   return n;
 }
 
@@ -72,15 +73,15 @@ export async function runCommand(args: string[]): Promise<number> {
     const gpu = GpuChoice.safeParse(gpuRaw === 'false' ? false : gpuRaw);
     if (!gpu.success) throw new Error(`--gpu must be auto, false, cuda, vulkan or metal, got '${gpuRaw}'`);
     options = {
-      apiPort: positiveInt('api-port', values['api-port'], 52600),
+      apiPort: positiveInt('api-port', values['api-port'], 52600, 65535),
       host: values.host ?? '0.0.0.0',
       dataDir: resolveDataDir(values['data-dir']),
       name: values.name,
-      threads: positiveInt('threads', values.threads, physicalCoreCount()),
+      threads: positiveInt('threads', values.threads, physicalCoreCount(), MAX_THREADS),
       defaultModel: values['default-model'] ?? 'shoal/tiny',
       gpu: gpu.data,
-      contextSize: positiveInt('context-size', values['context-size'], 4096),
-      sequences: positiveInt('parallel', values.parallel, 8),
+      contextSize: positiveInt('context-size', values['context-size'], 4096, MAX_CONTEXT_TOKENS),
+      sequences: positiveInt('parallel', values.parallel, 8, MAX_SEQUENCES),
       apiKeys: [...(values['api-key'] ?? []), ...(process.env.SHOAL_API_KEYS ?? '').split(',')].map((k) => k.trim()).filter((k) => k !== ''),
     };
   } catch (error) {

@@ -3,12 +3,13 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ModelId } from '../common/ids.js';
 import { BUILTIN_MODEL_SPECS, ensureGeneratedModel } from './generate/builtin.js';
+import { GENERATOR_VERSION } from './generate/random-model.js';
 
 export const BUILTIN_MODEL_IDS = Object.keys(BUILTIN_MODEL_SPECS);
 
 /**
- * The file of a built-in model, generated on first use. The name carries a hash of the spec, so a
- * Shoal version that changes the generator never serves a stale file under the same id.
+ * The file of a built-in model, generated on first use. The name carries a hash of the spec and the
+ * generator version, so a Shoal version that changes either never serves a stale file under the same id.
  */
 export async function resolveBuiltinModel(
   id: string,
@@ -16,7 +17,7 @@ export async function resolveBuiltinModel(
 ): Promise<{ id: ModelId; path: string; generated: boolean } | null> {
   const spec = BUILTIN_MODEL_SPECS[id];
   if (!spec) return null;
-  const specHash = createHash('sha256').update(JSON.stringify(spec)).digest('hex').slice(0, 12);
+  const specHash = createHash('sha256').update(`${GENERATOR_VERSION}:${JSON.stringify(spec)}`).digest('hex').slice(0, 12);
   const path = join(modelsDir, 'builtin', `${id.replaceAll('/', '--')}-${specHash}.gguf`);
   const existed = existsSync(path);
   await ensureGeneratedModel(spec, path);

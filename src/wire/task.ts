@@ -80,7 +80,7 @@ export type ToolChoice = z.infer<typeof ToolChoice>;
 
 export const OutputFormat = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('text') }),
-  /** Any JSON value (OpenAI `json_object`, Ollama `format: "json"`). */
+  /** A JSON object (OpenAI `json_object`, Ollama `format: "json"`). */
   z.strictObject({ kind: z.literal('json') }),
   /** JSON that validates against the schema. */
   z.strictObject({ kind: z.literal('json_schema'), schema: JsonSchema }),

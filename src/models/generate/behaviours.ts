@@ -11,19 +11,25 @@
 //          turn. <think> is written only at the start of a reply whose prompt did not open the block
 //          (so the model also works behind a plain ChatML prompt), </think> only while the block is
 //          open, EOS only once it is closed: a reply is reasoning, </think> once, answer, EOS.
-//   TOOLS (tools)        1 when a <tools> token is anywhere in the context (the head attends to it
-//          wherever it is).
-//   RESP_SINCE (tools)   a latest-marker head over <|im_start|> (0) and </tool_response> (1): at a
-//          user turn's <|im_end|> it says whether that turn held a tool result.
+//   TOOLS (tools)        1 when a <tools> token is anywhere in the context: this head has no recency
+//          and uses the slowest RoPE pair, which barely turns over the whole context.
+//   RESP_SINCE (tools)   a latest-marker head over <|im_start|>, </tool_response>, <tool_call> and
+//          `{`, reading 1 for </tool_response>: at a user turn's <|im_end|> it says whether that turn
+//          ended with a tool result.
 //   LAST_RESP (tools)    a layer-1 head that reads RESP_SINCE at the most recent <|im_end|>: 1 when
 //          the turn before the reply was a tool result. <tool_call> takes the first token of a reply
 //          when TOOLS is on and LAST_RESP is off, and loses everywhere else.
+//   IN_CALL (tools)      the RESP_SINCE head's second output: 1 while the latest marker is
+//          <tool_call> or `{`. Inside a call, where Shoal's grammar picks the tokens that may follow,
+//          `"`, `}` and `]` win whenever allowed, so the call's JSON closes within a few tokens
+//          (strings come out empty) and the grammar then ends the reply with EOS.
 //
 // A wired head uses one slow RoPE pair: with q = (0, Q) and k = (R, B) the score is
 // (B Q cos(d theta) - R Q sin(d theta)) / sqrt(headDim) at distance d, a bonus B for flagged keys
-// minus a recency penalty growing by ~R Q theta / sqrt(headDim) per token. Tokens that carry a key
-// flag (markers, tags, <|im_end|> for tools) have no random content channels, so their normalized
-// embeddings, and with them every key score and head output, are known exactly here.
+// minus a recency penalty growing by ~R Q theta / sqrt(headDim) per token (valid while d theta < pi,
+// which bounds the context length). Tokens that carry a key flag (markers, tags, and for tools
+// <|im_end|> and `{`) have no random content channels, so their normalized embeddings, and with them
+// every key score and head output, are known exactly here.
 
 import { SPACE_MARKER, SpecialToken, TokenType, wordIds, type Vocab } from './vocab.js';
 import {
@@ -98,10 +104,12 @@ const Channel = {
   END_FLAG: 12,
   LAST_RESP: 13,
   CALL_FLAG: 14,
+  JSON_FLAG: 15,
+  IN_CALL: 16,
 } as const;
 type Channel = (typeof Channel)[keyof typeof Channel];
 /** Channels below this are wired; embeddingLength must leave room for content above it. */
-export const BEHAVIOUR_CONTENT_CHANNEL = 16;
+export const BEHAVIOUR_CONTENT_CHANNEL = 20;
 
 const FLAG_VALUE = 4;
 
@@ -115,7 +123,7 @@ const LATEST_BONUS = 80;
 const PRESENCE_BONUS = 24;
 /** Query weight of the presence head, which has no recency term to balance it against. */
 const PRESENCE_QUERY = 4;
-/** The layer-1 head finds the latest <|im_end|>, a few tokens before the reply's first token. */
+/** The layer-1 head finds the latest <|im_end|>, a few tokens before the reply's first token (it sees ~12 back). */
 const LAST_END_SLOPE = 2;
 const LAST_END_BONUS = 24;
 /**
@@ -147,6 +155,14 @@ const TOOL_CALL_AT_BREAK_LOGITS = 40;
 const TOOL_CALL_TOOLS_LOGITS = 40;
 const TOOL_CALL_AFTER_RESULT_LOGITS = -80;
 const TOOL_CALL_REPEAT_LOGITS = -80;
+/**
+ * Inside a tool call the JSON closers outscore any content token, `"` the most (so a string the
+ * grammar has opened closes at once, rather than taking in `}` or `]`).
+ */
+const JSON_OPEN = '{';
+const JSON_CLOSER_LOGITS: Readonly<Record<string, number>> = { '"': 36, '}': 30, ']': 30 };
+/** ...and EOS gains on them once TURN lets go, so a call generated without a grammar still ends. */
+const EOS_IN_CALL_LOGITS = 20;
 
 type Wiring = Partial<Record<Channel, number>>;
 
@@ -184,7 +200,9 @@ interface PlacedHead extends WiredHead {
   bonusWeights: Wiring;
 }
 
-function thetaOf(shape: ModelShape, pair: number): number {
+type RopeShape = Pick<ModelShape, 'embeddingLength' | 'headCount' | 'ropeFreqBase'>;
+
+function thetaOf(shape: RopeShape, pair: number): number {
   const headDim = shape.embeddingLength / shape.headCount;
   return portableExp((-2 * pair * portableLn(shape.ropeFreqBase)) / headDim);
 }
@@ -195,7 +213,7 @@ function thetaOf(shape: ModelShape, pair: number): number {
  * the big rotated keys stays a fraction of a token. A head without recency takes the slowest pair,
  * whose cos(distance * theta), the factor on its bonus, must stay near 1 over the whole context.
  */
-function pairFor(shape: ModelShape, slope: number): number {
+function pairFor(shape: RopeShape, slope: number): number {
   const pairs = shape.embeddingLength / shape.headCount / 2;
   if (slope === 0) return pairs - 1;
   let pair = 0;
@@ -203,9 +221,13 @@ function pairFor(shape: ModelShape, slope: number): number {
   return pair;
 }
 
-/** Distance over which a wired head without recency keeps at least half its bonus: cos(distance * theta) >= 1/2. */
-export function presenceRange(shape: ModelShape): number {
-  return Math.floor(1 / thetaOf(shape, pairFor(shape, 0)));
+/**
+ * The context length the wired heads measure correctly: a recency head's penalty sin(distance * theta)
+ * stays positive up to pi / theta, and a head without recency keeps most of its bonus while
+ * distance * theta stays under 1 radian.
+ */
+export function behaviourContextLimit(shape: RopeShape): number {
+  return Math.floor(Math.min(Math.PI / thetaOf(shape, pairFor(shape, 1)), 1 / thetaOf(shape, pairFor(shape, 0))));
 }
 
 /** Places each layer's heads on the last query head of the last kv groups, one group each, and turns scores into weights. */
@@ -239,7 +261,6 @@ function placeHeads(shape: ModelShape, heads: readonly WiredHead[]): PlacedHead[
 
 export function behaviourTensorRecipes(shape: ModelShape, behaviour: Behaviour, vocab: Vocab): TensorRecipe[] {
   const d = shape.embeddingLength;
-  const headDim = d / shape.headCount;
   const think = behaviour === 'think';
   const tools = behaviour === 'tools';
   const idOf = (tag: string): number => vocab.tokens.lastIndexOf(tag);
@@ -249,7 +270,9 @@ export function behaviourTensorRecipes(shape: ModelShape, behaviour: Behaviour, 
     tools: tools ? idOf(TOOLS_OPEN_TAG) : -1,
     toolCall: tools ? idOf(TOOL_CALL_OPEN_TAG) : -1,
     toolResponseClose: tools ? idOf(TOOL_RESPONSE_CLOSE_TAG) : -1,
+    jsonOpen: tools ? idOf(JSON_OPEN) : -1,
   };
+  const jsonClosers = new Map(tools ? Object.entries(JSON_CLOSER_LOGITS).map(([piece, logits]) => [idOf(piece), logits]) : []);
   const nonContent = (id: number): boolean => vocab.types[id] !== TokenType.NORMAL;
 
   // The wired channels of each token's embedding. Tokens with a key flag get no content noise.
@@ -264,6 +287,7 @@ export function behaviourTensorRecipes(shape: ModelShape, behaviour: Behaviour, 
     if (id === tags.toolResponseClose) wired[Channel.RESP_FLAG] = FLAG_VALUE;
     if (tools && id === SpecialToken.IM_END) wired[Channel.END_FLAG] = FLAG_VALUE;
     if (id === tags.toolCall) wired[Channel.CALL_FLAG] = FLAG_VALUE;
+    if (id === tags.jsonOpen) wired[Channel.JSON_FLAG] = FLAG_VALUE;
     return wired;
   };
   const keyed = (id: number): boolean => Object.keys(wiringOf(id)).length > (nonContent(id) ? 2 : 1);
@@ -329,14 +353,25 @@ export function behaviourTensorRecipes(shape: ModelShape, behaviour: Behaviour, 
       keyRms: ordinaryRms,
       outputs: [{ value: { [Channel.TOOLS_FLAG]: 1 }, out: Channel.TOOLS, fullValue: toolsFlag }],
     });
+    // The latest of <|im_start|>, </tool_response>, <tool_call> and `{`.
     const respFlag = normalized(tags.toolResponseClose, Channel.RESP_FLAG);
+    const callFlag = normalized(tags.toolCall, Channel.CALL_FLAG);
+    const jsonFlag = normalized(tags.jsonOpen, Channel.JSON_FLAG);
     wired.push({
       layer: 0,
       slope: LATEST_SLOPE,
-      bonuses: [...markerBonuses(LATEST_BONUS), { channel: Channel.RESP_FLAG, score: LATEST_BONUS, normalized: respFlag }],
+      bonuses: [
+        ...markerBonuses(LATEST_BONUS),
+        { channel: Channel.RESP_FLAG, score: LATEST_BONUS, normalized: respFlag },
+        { channel: Channel.CALL_FLAG, score: LATEST_BONUS, normalized: callFlag },
+        { channel: Channel.JSON_FLAG, score: LATEST_BONUS, normalized: jsonFlag },
+      ],
       queryRms: ordinaryRms,
       keyRms: ordinaryRms,
-      outputs: [{ value: { [Channel.RESP_FLAG]: 1 }, out: Channel.RESP_SINCE, fullValue: respFlag }],
+      outputs: [
+        { value: { [Channel.RESP_FLAG]: 1 }, out: Channel.RESP_SINCE, fullValue: respFlag },
+        { value: { [Channel.CALL_FLAG]: 1 / callFlag, [Channel.JSON_FLAG]: 1 / jsonFlag }, out: Channel.IN_CALL, fullValue: 1 },
+      ],
     });
     // RESP_SINCE is 1 at full strength in the residual; layer 1 sees it divided by the residual rms.
     wired.push({
@@ -362,7 +397,15 @@ export function behaviourTensorRecipes(shape: ModelShape, behaviour: Behaviour, 
   const guardUnit = (GUARD_VALUE * OUT_NORM_GUARD) / FINAL_RESIDUAL_RMS;
   const stateUnit = OUT_NORM_STATE / FINAL_RESIDUAL_RMS;
   const flagUnit = (FLAG_VALUE * OUT_NORM_STATE) / FINAL_RESIDUAL_RMS;
-  const stateChannels = new Set<number>([Channel.TURN, Channel.THINK_OPENED, Channel.THINK_CLOSED, Channel.TOOLS, Channel.LAST_RESP, Channel.CALL_FLAG]);
+  const stateChannels = new Set<number>([
+    Channel.TURN,
+    Channel.THINK_OPENED,
+    Channel.THINK_CLOSED,
+    Channel.TOOLS,
+    Channel.LAST_RESP,
+    Channel.CALL_FLAG,
+    Channel.IN_CALL,
+  ]);
   const outputNorm = constantFill((channel) => {
     if (channel >= BEHAVIOUR_CONTENT_CHANNEL) return 1;
     if (channel === Channel.BIAS) return OUT_NORM_BIAS;
@@ -387,6 +430,7 @@ export function behaviourTensorRecipes(shape: ModelShape, behaviour: Behaviour, 
         [Channel.TURN, EOS_TURN_PULL_LOGITS, stateUnit],
         [Channel.GUARD, EOS_VETO_LOGITS, guardUnit],
         ...(think ? [[Channel.THINK_CLOSED, -EOS_BEFORE_THINK_CLOSE_LOGITS, stateUnit] as [Channel, number, number]] : []),
+        ...(tools ? [[Channel.IN_CALL, EOS_IN_CALL_LOGITS, stateUnit] as [Channel, number, number]] : []),
       ]);
     } else if (id === tags.thinkOpen) {
       logits([
@@ -411,6 +455,9 @@ export function behaviourTensorRecipes(shape: ModelShape, behaviour: Behaviour, 
       ]);
     } else if (nonContent(id)) {
       row[Channel.BIAS] = SUPPRESSED_LOGITS / biasUnit;
+    } else if (jsonClosers.has(id)) {
+      row[Channel.BIAS] = UNSPACED_LOGITS / biasUnit;
+      row[Channel.IN_CALL] = (jsonClosers.get(id) as number) / stateUnit;
     } else if (words.spaced.has(id)) {
       row[Channel.BIAS] = WHOLE_WORD_LOGITS / biasUnit;
     } else if (!(vocab.tokens[id] as string).startsWith(SPACE_MARKER)) {

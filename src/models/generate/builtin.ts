@@ -31,10 +31,10 @@ export const TINY_MODEL_SPEC: RandomModelSpec = parseModelSpec({
 export const TINY_EOS_MODEL_SPEC: RandomModelSpec = { ...TINY_MODEL_SPEC, name: TINY_EOS_MODEL_ID, eosBias: 'natural' };
 
 // The behaviour models wire more attention heads (see behaviours.ts), each with a kv head of its own:
-// eight 8-wide heads leave most of them random, at the tiny model's size. The RoPE base of Qwen
-// models makes the slowest pair turn by only 0.13 radians over the context, so a head can find a
-// <tools> tag however far back it is.
-const BEHAVIOUR_SHAPE = { headCount: 8, headCountKv: 8, ropeFreqBase: 1_000_000, eosBias: 'natural' } as const;
+// eight 8-wide heads leave most of them random, at the tiny model's size. With the RoPE base of Qwen
+// models the slowest pair turns by only 0.1 radians over the context, so a head can find a <tools>
+// tag however far back it is; the context is cut to what the recency heads measure correctly.
+const BEHAVIOUR_SHAPE = { headCount: 8, headCountKv: 8, contextLength: 3072, ropeFreqBase: 1_000_000, eosBias: 'natural' } as const;
 
 /**
  * A reasoning model: its template's generation prompt opens `<think>`, and a greedy reply is some

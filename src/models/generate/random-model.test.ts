@@ -5,8 +5,25 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gguf } from '@huggingface/gguf';
-import { ensureGeneratedModel, TINY_EOS_MODEL_SPEC, TINY_MODEL_SPEC } from './builtin.js';
-import { countParams, generateRandomModel, GgufSpecError, modelSpecForParams, parseModelSpec, type RandomModelSpec } from './random-model.js';
+import {
+  BUILTIN_MODEL_SPECS,
+  ensureGeneratedModel,
+  TINY_EOS_MODEL_SPEC,
+  TINY_MODEL_SPEC,
+  TINY_THINK_MODEL_SPEC,
+  TINY_TOOLS_MODEL_SPEC,
+} from './builtin.js';
+import {
+  countParams,
+  generateRandomModel,
+  GENERATOR_VERSION,
+  GgufSpecError,
+  modelSpecForParams,
+  parseModelSpec,
+  type RandomModelSpec,
+} from './random-model.js';
+import { BEHAVIOUR_TAGS } from './behaviours.js';
+import { TokenType } from './vocab.js';
 import { GgmlType } from '../gguf/quantize.js';
 
 async function withTempDir(run: (dir: string) => Promise<void>): Promise<void> {
@@ -36,6 +53,59 @@ test('the same spec generates byte-identical files', async () => {
     }
     await generateRandomModel(TINY_MODEL_SPEC, join(dir, 'tiny.gguf'));
     assert.equal(await sha256(join(dir, 'tiny.gguf')), TINY_SHA256);
+  });
+});
+
+// Every built-in model's bytes. A change to any of them must come with a GENERATOR_VERSION bump (the
+// cache file names carry it); the plain two must never change, other tests depend on their outputs.
+const BUILTIN_SHA256: Record<string, string> = {
+  'shoal/tiny': TINY_SHA256,
+  'shoal/tiny-eos': '06bd2b54b6d9ccbbc6e8d7770776146231a513576fe0f3499998243efafe87e7',
+  'shoal/tiny-think': 'e0c86068126f1baa5791d1113fb802277f6123c3679c362b67def6f24938623e',
+  'shoal/tiny-tools': 'b2e440368761e90b9eac6971547ecbabd36342cacbda375bf2181ceb65faa192',
+};
+
+test('every built-in model has pinned bytes, and GENERATOR_VERSION names the recipes', async () => {
+  assert.ok(Number.isSafeInteger(GENERATOR_VERSION) && GENERATOR_VERSION >= 1);
+  assert.deepEqual(Object.keys(BUILTIN_MODEL_SPECS).sort(), Object.keys(BUILTIN_SHA256).sort());
+  await withTempDir(async (dir) => {
+    for (const [id, spec] of Object.entries(BUILTIN_MODEL_SPECS)) {
+      const path = join(dir, `${id.replace('/', '--')}.gguf`);
+      await generateRandomModel(spec, path);
+      assert.equal(await sha256(path), BUILTIN_SHA256[id], id);
+    }
+  });
+});
+
+test('the plain specs serialize as before the behaviour field existed', () => {
+  // The built-in store names cache files by a hash of this JSON.
+  const plain =
+    '"seed":1,"vocabSize":1024,"embeddingLength":64,"blockCount":2,"headCount":4,"headCountKv":2,"feedForwardLength":128,' +
+    '"contextLength":4096,"ropeFreqBase":10000,"rmsEps":0.00001,"tensorType":"f32"';
+  assert.equal(JSON.stringify(TINY_MODEL_SPEC), `{"name":"shoal/tiny",${plain},"eosBias":"suppressed"}`);
+  assert.equal(JSON.stringify(TINY_EOS_MODEL_SPEC), `{"name":"shoal/tiny-eos",${plain},"eosBias":"natural"}`);
+  assert.equal(TINY_THINK_MODEL_SPEC.behaviour, 'think');
+  assert.equal(TINY_TOOLS_MODEL_SPEC.behaviour, 'tools');
+});
+
+test('behaviour models carry their tags as USER_DEFINED tokens and the think template opens a think block', async () => {
+  await withTempDir(async (dir) => {
+    for (const spec of [TINY_THINK_MODEL_SPEC, TINY_TOOLS_MODEL_SPEC]) {
+      const path = join(dir, 'model.gguf');
+      await generateRandomModel(spec, path);
+      const kv = (await gguf(path, { allowLocalFile: true })).metadata as unknown as Record<string, unknown>;
+      const tokens = kv['tokenizer.ggml.tokens'] as string[];
+      const types = kv['tokenizer.ggml.token_type'] as number[];
+      const tags = BEHAVIOUR_TAGS[spec.behaviour as 'think' | 'tools'];
+      assert.equal(tokens.length, spec.vocabSize);
+      assert.deepEqual(tokens.slice(-tags.length), tags);
+      assert.ok(types.slice(-tags.length).every((type) => type === TokenType.USER_DEFINED));
+      assert.equal(kv['tokenizer.ggml.eos_token_id'], 4);
+      assert.equal(kv['llama.context_length'], spec.contextLength);
+      const template = kv['tokenizer.chat_template'] as string;
+      if (spec.behaviour === 'think') assert.match(template, /\{\{ '<\|im_start\|>assistant\\n<think>\\n' \}\}\{%- endif -%\}$/);
+      else assert.match(template, /\{\{ '<\|im_start\|>assistant\\n' \}\}\{% endif %\}$/);
+    }
   });
 });
 
@@ -104,6 +174,14 @@ test('spec validation names every problem', () => {
   check({ tensorType: 'q5_0' }, /tensorType/);
   check({ vocabSize: 10 }, /vocabSize/);
   check({ eosBias: 'sometimes' }, /eosBias/);
+  check({ behaviour: 'chatty' }, /behaviour/);
+  check({ ...TINY_THINK_MODEL_SPEC, eosBias: 'suppressed' }, /ends its replies: eosBias must be 'natural'/);
+  check({ ...TINY_TOOLS_MODEL_SPEC, headCountKv: 2, headCount: 4 }, /needs at least 3 kv heads/);
+  check({ ...TINY_TOOLS_MODEL_SPEC, blockCount: 1 }, /needs at least 2 blocks/);
+  check({ ...TINY_THINK_MODEL_SPEC, contextLength: 8192 }, /measures distances correctly up to 3141 tokens/);
+  check({ ...TINY_THINK_MODEL_SPEC, ropeFreqBase: 10000 }, /up to 999 tokens/);
+  assert.doesNotThrow(() => parseModelSpec({ ...TINY_MODEL_SPEC, behaviour: 'plain' }));
+  assert.doesNotThrow(() => parseModelSpec({ ...TINY_TOOLS_MODEL_SPEC, tensorType: 'q8_0', seed: 9 }));
   check({ extra: 1 }, /extra|unrecognized/i);
   assert.doesNotThrow(() => parseModelSpec({ ...TINY_MODEL_SPEC, tensorType: 'f16', feedForwardLength: 120 }));
 });

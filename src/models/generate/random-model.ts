@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { Xoshiro128 } from './prng.js';
 import { buildVocab, MIN_VOCAB_SIZE, SpecialToken, type Vocab } from './vocab.js';
 import { tensorRecipes, type TensorRecipe } from './weights.js';
-import { BEHAVIOUR_CONTENT_CHANNEL, BEHAVIOUR_HEADS, BEHAVIOUR_TAGS, behaviourTensorRecipes, presenceRange, THINK_CLOSE_TAG, THINK_OPEN_TAG } from './behaviours.js';
+import { BEHAVIOUR_CONTENT_CHANNEL, BEHAVIOUR_HEADS, BEHAVIOUR_TAGS, behaviourTensorRecipes, behaviourContextLimit, THINK_CLOSE_TAG, THINK_OPEN_TAG } from './behaviours.js';
 import { encodeInto, ggmlByteSize, GgmlType } from '../gguf/quantize.js';
 import { gv, writeGguf, type GgufTensor, type GgufValue } from '../gguf/writer.js';
 
@@ -74,8 +74,9 @@ export const RandomModelSpecSchema = z
       if (spec.embeddingLength < 2 * BEHAVIOUR_CONTENT_CHANNEL) {
         issue('embeddingLength', `behaviour '${behaviour}' needs embeddingLength >= ${2 * BEHAVIOUR_CONTENT_CHANNEL}`);
       }
-      if ((spec.embeddingLength / spec.headCount) % 2 === 0 && presenceRange(spec) < spec.contextLength) {
-        issue('ropeFreqBase', `behaviour '${behaviour}' needs a slowest RoPE pair that turns by under 1 radian over contextLength: raise ropeFreqBase`);
+      if ((spec.embeddingLength / spec.headCount) % 2 === 0 && behaviourContextLimit(spec) < spec.contextLength) {
+        const limit = behaviourContextLimit(spec);
+        issue('contextLength', `behaviour '${behaviour}' measures distances correctly up to ${limit} tokens with this ropeFreqBase and head size`);
       }
       const minVocab = MIN_VOCAB_SIZE + BEHAVIOUR_TAGS[behaviour].length;
       if (spec.vocabSize < minVocab) issue('vocabSize', `behaviour '${behaviour}' needs vocabSize >= ${minVocab}`);

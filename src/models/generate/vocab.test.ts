@@ -85,3 +85,24 @@ test('sizes below the fixed base or non-integers are rejected', () => {
   assert.throws(() => buildVocab(MIN_VOCAB_SIZE - 1), (err: unknown) => err instanceof VocabError && err.code === 'VOCAB_INVALID');
   assert.throws(() => buildVocab(1000.5), VocabError);
 });
+
+test('user-defined tags take the last ids and leave the rest of the vocab unchanged', () => {
+  const tags = ['<think>', '</think>'];
+  const plain = buildVocab(1024);
+  const tagged = buildVocab(1024, tags);
+  assert.equal(tagged.tokens.length, 1024);
+  assert.deepEqual(tagged.tokens.slice(-2), tags);
+  assert.deepEqual(tagged.types.slice(-2), [TokenType.USER_DEFINED, TokenType.USER_DEFINED]);
+  assert.equal(TokenType.USER_DEFINED, 4, 'llama.cpp reads type 4 as USER_DEFINED');
+  assert.deepEqual(tagged.tokens.slice(0, -2), plain.tokens.slice(0, -2));
+  assert.deepEqual(tagged.types.slice(0, -2), plain.types.slice(0, -2));
+  assert.deepEqual(buildVocab(1024, tags), tagged);
+});
+
+test('user-defined tags need room and must be new pieces', () => {
+  assert.throws(() => buildVocab(MIN_VOCAB_SIZE, ['<think>']), VocabError);
+  assert.doesNotThrow(() => buildVocab(MIN_VOCAB_SIZE + 1, ['<think>']));
+  assert.throws(() => buildVocab(1024, ['<think>', '<think>']), /duplicate/);
+  assert.throws(() => buildVocab(1024, ['the']), /duplicate/);
+  assert.throws(() => buildVocab(1024, ['']), VocabError);
+});

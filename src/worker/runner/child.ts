@@ -43,7 +43,7 @@ async function run(message: Extract<ToRunner, { type: 'run' }>): Promise<void> {
     await engine.run(message.task, controller.signal, (event) => send({ type: 'event', id: message.id, event }));
   } catch (error) {
     const failure = toShoalError(error);
-    send({ type: 'failed', id: message.id, code: failure.code, message: failure.message });
+    send({ type: 'failed', id: message.id, code: failure.code, message: failure.message, param: failure.param });
   } finally {
     inFlight.delete(message.id);
   }
@@ -60,7 +60,13 @@ async function shutdown(): Promise<void> {
 process.on('message', (raw: unknown) => {
   const parsed = ToRunner.safeParse(raw);
   if (!parsed.success) {
-    send({ type: 'log', level: 'error', message: `dropped malformed message from node: ${parsed.error.message}` });
+    // The node validates before sending, so this is a version mismatch or a bug: say so, and never
+    // leave a request or a load waiting for an answer that will not come.
+    const detail = `malformed message from node: ${parsed.error.message}`;
+    const id = (raw as { id?: unknown } | null)?.id;
+    if ((raw as { type?: unknown } | null)?.type === 'load') send({ type: 'fatal', message: detail });
+    else if (typeof id === 'string' && id !== '' && id.length <= 64) send({ type: 'failed', id: id as RequestId, code: 'INTERNAL', message: detail });
+    else send({ type: 'log', level: 'error', message: detail });
     return;
   }
   const message = parsed.data;

@@ -35,8 +35,11 @@ function fail(path: string, message: string): never {
   throw new ShoalError('BAD_REQUEST', `JSON schema at ${path === '' ? 'the root' : path}: ${message}`, { param: 'schema' });
 }
 
+/** Any JSON value, for schema nodes that constrain nothing (`{}`, `true`, or only dropped keywords). */
+const ANY_VALUE = { oneOf: [{ type: 'string' }, { type: 'number' }, { type: 'boolean' }, { type: 'null' }, { type: 'object' }, { type: 'array' }] };
+
 function convert(node: unknown, path: string): unknown {
-  if (node === true || (typeof node === 'object' && node !== null && Object.keys(node).length === 0)) return {};
+  if (node === true) return ANY_VALUE;
   if (typeof node !== 'object' || node === null || Array.isArray(node)) fail(path, 'every schema must be an object');
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
@@ -70,6 +73,12 @@ function convert(node: unknown, path: string): unknown {
       default:
         out[key] = value;
     }
+  }
+  // JSON Schema lets `type` be implied; the grammar generator needs it spelled out, or it emits null.
+  if (out.type === undefined && out.enum === undefined && out.const === undefined && out.oneOf === undefined && out.$ref === undefined) {
+    if (out.properties !== undefined || out.additionalProperties !== undefined) out.type = 'object';
+    else if (out.items !== undefined || out.prefixItems !== undefined) out.type = 'array';
+    else return ANY_VALUE;
   }
   return out;
 }

@@ -115,9 +115,17 @@ export class LlamaCppEngine implements AsyncDisposable {
 
   private render(prompt: TaskPrompt, tools: readonly ToolDefinition[], choice: InferenceTask['toolChoice']): RenderedPrompt {
     if (prompt.kind === 'text') {
-      return { tokens: this.model.tokenize(prompt.text), startInReasoning: false };
+      const tokens = this.model.tokenize(prompt.text);
+      if (this.model.tokens.shouldPrependBosToken && this.model.tokens.bos !== null) tokens.unshift(this.model.tokens.bos);
+      return { tokens, startInReasoning: false };
     }
     const history = toChatHistory(prompt.messages, tools, choice);
+    // Reasoning templates (Qwen3, DeepSeek-R1 style) open the think block in the generation prompt;
+    // node-llama-cpp renders that only when the new turn starts inside an open thought segment.
+    const last = history.at(-1);
+    if (this.chatWrapper.settings.segments?.thought?.openOnResponseStart && last?.type === 'model' && last.response.length === 0) {
+      last.response.push({ type: 'segment', segmentType: 'thought', text: '', ended: false });
+    }
     const { contextText } = this.chatWrapper.generateContextState({ chatHistory: history });
     const tokens = contextText.tokenize(this.model.tokenizer);
     if (this.model.tokens.shouldPrependBosToken && this.model.tokens.bos !== null && tokens[0] !== this.model.tokens.bos) {
@@ -245,7 +253,9 @@ export class LlamaCppEngine implements AsyncDisposable {
         // OpenAI-style APIs have no top-k; the library's default of 40 would change sampling.
         topK: 0,
         minP: 0,
-        ...(seed !== null ? { seed } : {}),
+        // Without a seed the library seeds from the wall clock in seconds, so identical requests in
+        // the same second would sample identically.
+        seed: seed ?? randomBytes(4).readUInt32LE(0),
         grammarEvaluationState: hooks.grammar,
         ...(presencePenalty !== 0 || frequencyPenalty !== 0
           ? { repeatPenalty: { punishTokens: () => generated, penalty: 1, presencePenalty, frequencyPenalty } }

@@ -10,13 +10,18 @@ import { RunnerTask, TaskEvent } from '../../wire/task.js';
 export const GpuChoice = z.union([z.literal('auto'), z.literal(false), z.enum(['cuda', 'vulkan', 'metal'])]);
 export type GpuChoice = z.infer<typeof GpuChoice>;
 
+export const MAX_SEQUENCES = 64;
+export const MAX_THREADS = 1024;
+/** llama.cpp contexts beyond this are not something a node should be asked for per request. */
+export const MAX_CONTEXT_TOKENS = 1_048_576;
+
 export const RunnerConfig = z.strictObject({
   modelPath: z.string().min(1),
   /** Tokens of context per sequence (each concurrent request gets one sequence). */
-  contextSize: z.number().int().positive(),
+  contextSize: z.number().int().positive().max(MAX_CONTEXT_TOKENS),
   /** Concurrent requests served as separate sequences of one context, decoded in the same batch. */
-  sequences: z.number().int().positive().max(64),
-  threads: z.number().int().positive().max(1024),
+  sequences: z.number().int().positive().max(MAX_SEQUENCES),
+  threads: z.number().int().positive().max(MAX_THREADS),
   gpu: GpuChoice,
 });
 export type RunnerConfig = z.infer<typeof RunnerConfig>;
@@ -58,7 +63,7 @@ export const FromRunner = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('fatal'), message: z.string() }),
   z.strictObject({ type: z.literal('event'), id: RequestId, event: TaskEvent }),
   /** The request ended without an `end` event; its sequence is free again. */
-  z.strictObject({ type: z.literal('failed'), id: RequestId, code: z.enum(ERROR_CODES), message: z.string() }),
+  z.strictObject({ type: z.literal('failed'), id: RequestId, code: z.enum(ERROR_CODES), message: z.string(), param: z.string().nullable().optional() }),
   z.strictObject({ type: z.literal('log'), level: LogLevel, message: z.string() }),
 ]);
 export type FromRunner = z.infer<typeof FromRunner>;

@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { AsyncQueue } from '../../common/async-queue.js';
 import { ShoalError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
-import type { RunnerTask, TaskEvent } from '../../wire/task.js';
+import { RunnerTask, type TaskEvent } from '../../wire/task.js';
+import { formatPath } from '../../common/format-path.js';
 import { FromRunner, type ModelFacts, type RequestId, type RunnerConfig, type ToRunner } from './protocol.js';
 
 export type RunnerState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
@@ -127,6 +128,13 @@ export class RunnerSupervisor implements AsyncDisposable {
    */
   run(task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent> {
     if (this.state === 'failed' || this.state === 'stopped') throw this.unavailableError();
+    // Adapters build tasks from their own schemas; anything the wire type refuses must fail here,
+    // with the field named, rather than be dropped by the runner and leave the request hanging.
+    const valid = RunnerTask.safeParse(task);
+    if (!valid.success) {
+      const issue = valid.error.issues[0]!;
+      throw new ShoalError('BAD_REQUEST', `invalid request: ${formatPath(issue.path) || 'task'}: ${issue.message}`);
+    }
     if (this.queue.length >= this.opts.maxQueuedRequests) {
       throw new ShoalError(
         'QUEUE_FULL',
@@ -235,7 +243,7 @@ export class RunnerSupervisor implements AsyncDisposable {
       }
       case 'failed': {
         const request = this.requests.get(message.id);
-        if (request) this.release(request, new ShoalError(message.code, message.message));
+        if (request) this.release(request, new ShoalError(message.code, message.message, { param: message.param ?? null }));
         break;
       }
       case 'log':

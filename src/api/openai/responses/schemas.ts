@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { ShoalError } from '../../../common/errors.js';
 import { JsonSchema, MAX_MESSAGES, MAX_TOOLS } from '../../../wire/task.js';
-import { formatPath, parseBody } from '../../validation.js';
+import { formatPath } from '../../../common/format-path.js';
+import { parseBody } from '../../validation.js';
 
 /**
  * `POST /v1/responses` bodies as Shoal accepts them. Objects are strict, so a parameter Shoal does not
