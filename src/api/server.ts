@@ -6,6 +6,8 @@ import type { Dispatcher } from './dispatch.js';
 import { anthropicRoutes, sendAnthropicError } from './anthropic/routes.js';
 import { ollamaRoutes, sendOllamaError } from './ollama/routes.js';
 import { openAIRoutes, sendOpenAIError } from './openai/routes.js';
+import type { NodeControl } from './control/control.js';
+import { controlRoutes, sendControlError } from './control/routes.js';
 import { responsesRoutes } from './openai/responses/routes.js';
 
 export interface Health {
@@ -23,9 +25,14 @@ export interface ServerOptions {
   maxBodyBytes?: number;
   /** Keys inference routes require; empty (the default) means open. */
   apiKeys?: readonly string[];
+  /** The node's control surface (cluster state and membership), behind the admin token. */
+  control: NodeControl;
+  adminToken: string;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** URL prefixes of Shoal's own control API, answered in its error shape. */
+const CONTROL_PREFIXES = ['/state', '/cluster/'];
 /** Oversized bodies up to this size are read and discarded so the client gets its 413. */
 export const MAX_DRAINED_BODY_BYTES = 64 * 1024 * 1024;
 /** How long an oversized upload may take to drain before the 413 goes out anyway. */
@@ -79,6 +86,8 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     return reply.code(health.ok ? 200 : 503).send(health);
   });
 
+  void app.register(controlRoutes, { control: options.control, adminToken: options.adminToken });
+  families.push({ owns: (url) => CONTROL_PREFIXES.some((prefix) => url.startsWith(prefix)), sendError: sendControlError });
   void app.register(anthropicRoutes, familyOptions);
   families.push({ owns: (url) => url.startsWith('/v1/messages'), sendError: sendAnthropicError });
   void app.register(ollamaRoutes, familyOptions);

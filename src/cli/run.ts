@@ -22,6 +22,9 @@ Options:
   --gpu <auto|false|cuda|vulkan|metal>   compute backend (default auto)
   --context-size <tokens>  context per concurrent request (default 4096, capped at the model's)
   --parallel <n>           concurrent requests per instance, batched together (default 8)
+  --p2p-port <port>        cluster (libp2p) port (default 52601)
+  --no-mdns                do not look for other nodes on the LAN by mDNS
+  --bootstrap <multiaddr>  dial this address at start (repeatable), for networks mDNS does not reach
   --api-key <key>          require this key on every /v1 and /api route (repeatable; also SHOAL_API_KEYS,
                            comma-separated). Default: no key needed
   -h, --help               show this help`;
@@ -32,7 +35,7 @@ const STOP_DEADLINE_MS = 4500;
 function positiveInt(name: string, value: string | undefined, fallback: number, max: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || (n === 0 && name !== 'api-port')) throw new Error(`--${name} must be a positive integer, got '${value}'`);
+  if (!Number.isInteger(n) || n < 0 || (n === 0 && !name.endsWith('port'))) throw new Error(`--${name} must be a positive integer, got '${value}'`);
   if (n > max) throw new Error(`--${name} can be at most ${max}, got ${n}`);
   return n;
 }
@@ -53,6 +56,9 @@ export async function runCommand(args: string[]): Promise<number> {
         'context-size': { type: 'string' },
         parallel: { type: 'string' },
         'api-key': { type: 'string', multiple: true },
+        'p2p-port': { type: 'string' },
+        'no-mdns': { type: 'boolean' },
+        bootstrap: { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -82,6 +88,9 @@ export async function runCommand(args: string[]): Promise<number> {
       gpu: gpu.data,
       contextSize: positiveInt('context-size', values['context-size'], 4096, MAX_CONTEXT_TOKENS),
       sequences: positiveInt('parallel', values.parallel, 8, MAX_SEQUENCES),
+      p2pPort: positiveInt('p2p-port', values['p2p-port'], 52601, 65535),
+      mdns: values['no-mdns'] !== true,
+      bootstrap: values.bootstrap ?? [],
       apiKeys: [...(values['api-key'] ?? []), ...(process.env.SHOAL_API_KEYS ?? '').split(',')].map((k) => k.trim()).filter((k) => k !== ''),
     };
   } catch (error) {

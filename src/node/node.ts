@@ -7,10 +7,13 @@ import { ModelId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import { modelsDir } from '../common/paths.js';
 import { buildServer, type Health } from '../api/server.js';
+import type { NodeControl } from '../api/control/control.js';
 import { resolveBuiltinModel, BUILTIN_MODEL_IDS } from '../models/builtin-store.js';
 import type { GpuChoice } from '../worker/runner/protocol.js';
 import { Worker } from '../worker/worker.js';
+import { ControlPlane } from './control-plane.js';
 import { LocalDispatcher } from './local-dispatcher.js';
+import { removeRunFiles, writeRunFiles } from './run-files.js';
 
 export interface NodeOptions {
   log: Logger;
@@ -30,12 +33,19 @@ export interface NodeOptions {
   maxBodyBytes?: number;
   /** Keys inference routes require; empty means open. */
   apiKeys?: string[];
+  /** libp2p port for the cluster planes. Default 52601. */
+  p2pPort: number;
+  /** Find other nodes on the LAN by mDNS. Default true. */
+  mdns: boolean;
+  /** Multiaddrs to dial at start, for networks mDNS does not reach. */
+  bootstrap: string[];
 }
 
 export interface RunningNode extends AsyncDisposable {
   url: string;
   app: FastifyInstance;
   worker: Worker;
+  plane: ControlPlane;
   stop(): Promise<void>;
 }
 
@@ -61,6 +71,16 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   await mkdir(options.dataDir, { recursive: true });
   const model = await resolveDefaultModel(options.defaultModel, options.dataDir, log);
 
+  const plane = await ControlPlane.start({
+    log,
+    dataDir: options.dataDir,
+    name,
+    p2pPort: options.p2pPort,
+    p2pHost: options.host,
+    mdns: options.mdns,
+    bootstrap: options.bootstrap,
+  });
+
   const worker = new Worker({
     log: log.child({ part: 'worker' }),
     threads: options.threads,
@@ -84,6 +104,7 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
       ok: reason === null,
       reason,
       name,
+      nodeId: plane.nodeId,
       models: instances.map((i) => ({
         id: i.modelId,
         instanceId: i.instanceId,
@@ -96,12 +117,19 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
       })),
     };
   };
+  const control = {
+    ...bindControl(plane),
+    status: () => ({ ...plane.status(), models: worker.status() }),
+  };
 
-  const app = buildServer({ log, dispatcher: new LocalDispatcher(worker), health, maxBodyBytes: options.maxBodyBytes, apiKeys: options.apiKeys });
+  const adminToken = await writeRunFiles(options.dataDir, { pid: process.pid, apiPort: options.apiPort, startedAtMs: Date.now() });
+  const app = buildServer({ log, dispatcher: new LocalDispatcher(worker), health, maxBodyBytes: options.maxBodyBytes, apiKeys: options.apiKeys, control, adminToken });
   try {
     await app.listen({ port: options.apiPort, host: options.host });
   } catch (error) {
     await worker.stop();
+    await plane.stop();
+    await removeRunFiles(options.dataDir);
     const code = (error as { code?: string }).code;
     if (code === 'EADDRINUSE') {
       throw new ShoalError('BAD_REQUEST', `port ${options.apiPort} is already in use: stop the other process or pass --api-port`, { cause: error });
@@ -110,9 +138,10 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   }
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.apiPort;
+  if (port !== options.apiPort) await writeRunFiles(options.dataDir, { pid: process.pid, apiPort: port, startedAtMs: Date.now() });
   const shownHost = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   const url = `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${port}`;
-  log.info({ url, name, model: model.id, threads: options.threads }, `Shoal node '${name}' serving on ${url}`);
+  log.info({ url, name, nodeId: plane.nodeId, fingerprint: plane.fingerprint, p2p: plane.p2pAddrs, model: model.id, threads: options.threads }, `Shoal node '${name}' serving on ${url}`);
 
   const stop = async (): Promise<void> => {
     if (stopping) return;
@@ -120,6 +149,24 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
     // Runners first: their streams end with a typed error, so open connections finish and close.
     await worker.stop();
     await app.close();
+    await plane.stop();
+    await removeRunFiles(options.dataDir);
   };
-  return { url, app, worker, stop, [Symbol.asyncDispose]: stop };
+  return { url, app, worker, plane, stop, [Symbol.asyncDispose]: stop };
+}
+
+/** The plane's control methods, bound, so a route can call them detached from the object. */
+function bindControl(plane: ControlPlane): Omit<NodeControl, 'status'> {
+  return {
+    invite: (target) => plane.invite(target),
+    inviteCode: () => plane.inviteCode(),
+    join: (code) => plane.join(code),
+    approve: (selector) => plane.approve(selector),
+    decline: (selector) => plane.decline(selector),
+    remove: (target) => plane.remove(target),
+    leave: () => plane.leave(),
+    dissolve: () => plane.dissolve(),
+    nickname: (target, nickname) => plane.nickname(target, nickname),
+    makeHost: (target) => plane.makeHost(target),
+  };
 }

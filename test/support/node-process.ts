@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 export interface TestNode extends AsyncDisposable {
   url: string;
   port: number;
+  p2pPort: number;
   dataDir: string;
   process: ChildProcess;
   /** Settles when the process exits, however it exits. */
@@ -42,11 +43,13 @@ export interface StartOptions {
 
 export async function startTestNode(options: StartOptions = {}): Promise<TestNode> {
   const port = await freePort();
+  const p2pPort = await freePort();
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'shoal-test-')));
   const ownsDataDir = options.dataDir === undefined;
   const child = spawn(
     process.execPath,
-    [CLI_PATH, 'run', '--api-port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--threads', '1', ...(options.args ?? [])],
+    // Never mDNS in the host namespace: it would leak onto the real network.
+    [CLI_PATH, 'run', '--api-port', String(port), '--p2p-port', String(p2pPort), '--no-mdns', '--host', '127.0.0.1', '--data-dir', dataDir, '--threads', '1', ...(options.args ?? [])],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SHOAL_LOG_LEVEL: process.env.SHOAL_LOG_LEVEL ?? 'info' } },
   );
   let output = '';
@@ -64,7 +67,7 @@ export async function startTestNode(options: StartOptions = {}): Promise<TestNod
     if (ownsDataDir) await rm(dataDir, { recursive: true, force: true });
     return { ...result, ms: Date.now() - started };
   };
-  const node: TestNode = { url, port, dataDir, process: child, exited, output: () => output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
+  const node: TestNode = { url, port, p2pPort, dataDir, process: child, exited, output: () => output, stop, [Symbol.asyncDispose]: async () => void (await stop()) };
 
   if (options.waitReady ?? true) {
     try {

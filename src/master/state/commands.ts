@@ -1,0 +1,66 @@
+import { z } from 'zod';
+import { ClusterId, CommandId, NodeId } from './ids.js';
+import { MemberInfo, REJECTION_MESSAGE_MAX_CHARS, ResultCode } from './events.js';
+
+/** Longest nickname the wire carries; anything over NICKNAME_MAX_CHARS is a typed rejection, not a drop. */
+export const NICKNAME_WIRE_MAX_CHARS = 256;
+
+/** `founder` must be the submitting node itself. */
+export const FoundCluster = z.strictObject({ type: z.literal('FoundCluster'), clusterId: ClusterId, founder: MemberInfo });
+export const AdmitMember = z.strictObject({ type: z.literal('AdmitMember'), member: MemberInfo });
+export const RemoveMember = z.strictObject({ type: z.literal('RemoveMember'), nodeId: NodeId });
+export const LeaveCluster = z.strictObject({ type: z.literal('LeaveCluster'), nodeId: NodeId });
+export const SetNickname = z.strictObject({
+  type: z.literal('SetNickname'),
+  nodeId: NodeId,
+  nickname: z.string().max(NICKNAME_WIRE_MAX_CHARS).nullable(),
+});
+export const SetHostPreference = z.strictObject({ type: z.literal('SetHostPreference'), nodeId: NodeId, preferred: z.boolean() });
+export const DissolveCluster = z.strictObject({ type: z.literal('DissolveCluster') });
+
+export const Command = z.discriminatedUnion('type', [
+  FoundCluster,
+  AdmitMember,
+  RemoveMember,
+  LeaveCluster,
+  SetNickname,
+  SetHostPreference,
+  DissolveCluster,
+]);
+export type Command = z.infer<typeof Command>;
+export type CommandType = Command['type'];
+
+/** A command as it travels to the master and as the log remembers where a record came from. */
+export const Origin = z.strictObject({ commandId: CommandId, from: NodeId, command: Command });
+export type Origin = z.infer<typeof Origin>;
+
+/**
+ * Codes a command can be answered with. The first group are decisions (recorded in the log as
+ * CommandRejected, so they are final); the second are answers given without a decision (nothing logged;
+ * the command may or may not take effect later).
+ */
+export const COMMAND_ERROR_CODES = [
+  'NOT_A_MEMBER',
+  'CLUSTER_EXISTS',
+  'CLUSTER_DISSOLVED',
+  'CLUSTER_FULL',
+  'MEMBER_NOT_FOUND',
+  'INVALID_NICKNAME',
+  'FORBIDDEN',
+  // Not decisions:
+  'NO_CLUSTER',
+  'TIMEOUT',
+] as const;
+export type CommandErrorCode = (typeof COMMAND_ERROR_CODES)[number];
+
+/** `idx` on a rejection is present only when the rejection was decided and logged (CommandRejected). */
+export const CommandResult = z.discriminatedUnion('ok', [
+  z.strictObject({ ok: z.literal(true), idx: z.number().int().min(1) }),
+  z.strictObject({
+    ok: z.literal(false),
+    code: ResultCode,
+    message: z.string().max(REJECTION_MESSAGE_MAX_CHARS),
+    idx: z.number().int().min(1).optional(),
+  }),
+]);
+export type CommandResult = z.infer<typeof CommandResult>;

@@ -1,0 +1,59 @@
+import { assertNever } from '../../common/errors.js';
+import type { CommandErrorCode, Origin } from './commands.js';
+import { NICKNAME_MAX_CHARS, type Event } from './events.js';
+import { MAX_MEMBERS, memberOf, type ClusterState } from './state.js';
+
+export type Decision = { events: Event[] } | { error: { code: CommandErrorCode; message: string } };
+
+function reject(code: CommandErrorCode, message: string): Decision {
+  return { error: { code, message } };
+}
+
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+
+/**
+ * The master's judgement of one command against the current state: the events it becomes, or why not.
+ * Pure; the caller logs a rejection as CommandRejected so every decided command is in the log exactly once.
+ */
+export function decide(state: ClusterState, origin: Origin): Decision {
+  const { command, from } = origin;
+  if (command.type === 'FoundCluster') {
+    if (state.clusterId !== null) return reject('CLUSTER_EXISTS', 'this node is already in a cluster: leave it before founding another');
+    if (command.founder.nodeId !== from) return reject('FORBIDDEN', 'a node can only found a cluster with itself as the founder');
+    return { events: [{ type: 'ClusterFounded', clusterId: command.clusterId, founder: command.founder }] };
+  }
+  if (state.clusterId === null) return reject('NO_CLUSTER', 'there is no cluster yet: found one first');
+  if (state.dissolved) return reject('CLUSTER_DISSOLVED', 'the cluster was dissolved');
+  if (memberOf(state, from) === undefined) return reject('NOT_A_MEMBER', `node ${from} is not a member of this cluster`);
+  switch (command.type) {
+    case 'AdmitMember': {
+      if (memberOf(state, command.member.nodeId) !== undefined) return { events: [{ type: 'MemberAdmitted', member: command.member }] };
+      if (Object.keys(state.members).length >= MAX_MEMBERS) {
+        return reject('CLUSTER_FULL', `a cluster holds at most ${MAX_MEMBERS} members: remove one first`);
+      }
+      return { events: [{ type: 'MemberAdmitted', member: command.member }] };
+    }
+    case 'RemoveMember':
+      if (memberOf(state, command.nodeId) === undefined) return reject('MEMBER_NOT_FOUND', `node ${command.nodeId} is not a member`);
+      return { events: [{ type: 'MemberRemoved', nodeId: command.nodeId, reason: 'removed' }] };
+    case 'LeaveCluster':
+      if (command.nodeId !== from) return reject('FORBIDDEN', 'a node can only leave for itself: use RemoveMember for another node');
+      return { events: [{ type: 'MemberRemoved', nodeId: command.nodeId, reason: 'left' }] };
+    case 'SetNickname': {
+      if (memberOf(state, command.nodeId) === undefined) return reject('MEMBER_NOT_FOUND', `node ${command.nodeId} is not a member`);
+      const { nickname } = command;
+      if (nickname !== null && (nickname.length === 0 || nickname.length > NICKNAME_MAX_CHARS || CONTROL_CHARS.test(nickname))) {
+        return reject('INVALID_NICKNAME', `a nickname is 1 to ${NICKNAME_MAX_CHARS} characters without control characters (or null to clear it)`);
+      }
+      return { events: [{ type: 'NicknameSet', nodeId: command.nodeId, nickname }] };
+    }
+    case 'SetHostPreference':
+      if (memberOf(state, command.nodeId) === undefined) return reject('MEMBER_NOT_FOUND', `node ${command.nodeId} is not a member`);
+      return { events: [{ type: 'HostPreferenceSet', nodeId: command.nodeId, preferred: command.preferred }] };
+    case 'DissolveCluster':
+      return { events: [{ type: 'ClusterDissolved' }] };
+    default:
+      return assertNever(command, 'command');
+  }
+}

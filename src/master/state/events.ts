@@ -1,0 +1,72 @@
+import { z } from 'zod';
+import { ClusterId, CommandId, Fingerprint, NodeId } from './ids.js';
+
+export const NODE_NAME_MAX_CHARS = 64;
+export const MEMBER_ADDRS_MAX = 16;
+export const MULTIADDR_MAX_CHARS = 256;
+/** Longest nickname an operator may set (decide enforces it with a typed rejection). */
+export const NICKNAME_MAX_CHARS = 64;
+export const REJECTION_MESSAGE_MAX_CHARS = 500;
+
+// eslint-disable-next-line no-control-regex
+const NO_CONTROL_CHARS = /^[^\u0000-\u001f\u007f]*$/;
+
+export const NodeName = z.string().min(1).max(NODE_NAME_MAX_CHARS).regex(NO_CONTROL_CHARS, 'a node name has no control characters');
+
+/** What the roster knows about a node when it is admitted. */
+export const MemberInfo = z.strictObject({
+  nodeId: NodeId,
+  name: NodeName,
+  fingerprint: Fingerprint,
+  addrs: z.array(z.string().min(1).max(MULTIADDR_MAX_CHARS)).max(MEMBER_ADDRS_MAX),
+});
+export type MemberInfo = z.infer<typeof MemberInfo>;
+
+/** Stable, upper snake case; known values are listed in commands.ts (`COMMAND_ERROR_CODES`). */
+export const ResultCode = z.string().regex(/^[A-Z][A-Z0-9_]{0,39}$/);
+
+export const ClusterFounded = z.strictObject({ type: z.literal('ClusterFounded'), clusterId: ClusterId, founder: MemberInfo });
+export const TermStarted = z.strictObject({ type: z.literal('TermStarted'), term: z.number().int().min(1), masterId: NodeId });
+export const MemberAdmitted = z.strictObject({ type: z.literal('MemberAdmitted'), member: MemberInfo });
+export const MemberRemoved = z.strictObject({
+  type: z.literal('MemberRemoved'),
+  nodeId: NodeId,
+  reason: z.enum(['removed', 'left']),
+});
+export const NicknameSet = z.strictObject({
+  type: z.literal('NicknameSet'),
+  nodeId: NodeId,
+  nickname: z.string().min(1).max(NICKNAME_MAX_CHARS).nullable(),
+});
+export const HostPreferenceSet = z.strictObject({ type: z.literal('HostPreferenceSet'), nodeId: NodeId, preferred: z.boolean() });
+/** The ages are the master's own receipt-time measurements that decided the pruning. */
+export const NodeTimedOut = z.strictObject({
+  type: z.literal('NodeTimedOut'),
+  nodeId: NodeId,
+  heartbeatAgeMs: z.number().int().min(0),
+  lastSeenAgeMs: z.number().int().min(0),
+});
+export const NodeReturned = z.strictObject({ type: z.literal('NodeReturned'), nodeId: NodeId });
+export const ClusterDissolved = z.strictObject({ type: z.literal('ClusterDissolved') });
+/** A decided command that changed nothing: in the log so its outcome is recorded exactly once. */
+export const CommandRejected = z.strictObject({
+  type: z.literal('CommandRejected'),
+  commandId: CommandId,
+  code: ResultCode,
+  message: z.string().max(REJECTION_MESSAGE_MAX_CHARS),
+});
+
+export const Event = z.discriminatedUnion('type', [
+  ClusterFounded,
+  TermStarted,
+  MemberAdmitted,
+  MemberRemoved,
+  NicknameSet,
+  HostPreferenceSet,
+  NodeTimedOut,
+  NodeReturned,
+  ClusterDissolved,
+  CommandRejected,
+]);
+export type Event = z.infer<typeof Event>;
+export type EventType = Event['type'];
