@@ -48,6 +48,11 @@ const JOIN_TIMEOUT_MS = 30_000;
 /** A non-member unseen this long drops off "nodes on this network". */
 const DISCOVERED_TTL_MS = 10_000;
 const INVITE_REQUEST_TIMEOUT_MS = 10_000;
+/**
+ * A member that leaves or is removed stays admitted this long, so the record saying so reaches it
+ * before its connections close; cut off at once, it could miss it and carry on alone.
+ */
+const DEPARTED_GRACE_MS = 5_000;
 
 interface Discovered {
   hello: PeerHello;
@@ -61,11 +66,13 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   private readonly discovered = new Map<string, Discovered>();
   private readonly book = new InvitationBook();
   private readonly pending: PendingInvitations;
-  /** The cluster this node approved joining; its members may reach it before the snapshot arrives. */
-  private joining: ClusterId | null = null;
+  /** The cluster this node approved joining, and who invited it: they may reach it before the snapshot arrives. */
+  private joining: { clusterId: ClusterId; inviter: NodeId } | null = null;
   private topics: { clusterId: ClusterId; control: Topic<typeof ControlMessage>; telemetry: Topic<typeof TelemetryMessage> } | null = null;
   private ticker: NodeJS.Timeout | null = null;
   private readonly stateListeners = new Set<() => void>();
+  private readonly departed = new Map<string, number>();
+  private knownMembers = new Set<string>();
   private stopped = false;
 
   private constructor(
@@ -131,13 +138,20 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   private admits(nodeId: string): boolean {
     if (nodeId === this.identity.nodeId) return true;
     const state = this.core.view().state;
-    if (state.members[nodeId as NodeId] !== undefined) return true;
-    return this.joining !== null && this.router.helloOf(nodeId)?.clusterId === this.joining;
+    if (liveMembers(state)[nodeId as NodeId] !== undefined) return true;
+    const graceUntil = this.departed.get(nodeId);
+    if (graceUntil !== undefined) {
+      if (performance.now() < graceUntil) return true;
+      this.departed.delete(nodeId);
+    }
+    // The inviter's hello may predate the cluster (it founds one when it first invites), so it is named.
+    return this.joining !== null && (nodeId === this.joining.inviter || this.router.helloOf(nodeId)?.clusterId === this.joining.clusterId);
   }
 
   private async wire(): Promise<void> {
     const { router } = this;
     await router.handle(SYNC_PROTOCOL, (message, { from }) => {
+      this.options.log.debug({ from, type: (message as CoreMessage).type, role: this.core.view().role }, 'sync message');
       this.feed(() => this.core.receive(from as NodeId, message as CoreMessage));
       return { ok: true };
     }, { schema: SyncMessage, maxMessageBytes: MAX_MESSAGE_BYTES.sync });
@@ -243,6 +257,9 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   private syncClusterWiring(): void {
     const state = this.core.view().state;
     const members = Object.values(state.members);
+    const current = new Set<string>(members.map((m) => m.nodeId));
+    for (const nodeId of this.knownMembers) if (!current.has(nodeId)) this.departed.set(nodeId, performance.now() + DEPARTED_GRACE_MS);
+    this.knownMembers = current;
     this.router.updateRoster(members.filter((m) => m.nodeId !== this.identity.nodeId).map((m) => ({ nodeId: m.nodeId, addrs: m.addrs })));
     const clusterId = state.dissolved ? null : state.clusterId;
     if (this.topics?.clusterId === clusterId) return;
@@ -252,7 +269,7 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       this.topics = null;
     }
     if (clusterId === null) return;
-    if (this.joining === clusterId) this.joining = null;
+    if (this.joining?.clusterId === clusterId) this.joining = null;
     const control = this.router.registerTopic({ name: `shoal/${clusterId}/control/v1`, schema: ControlMessage, plane: 'control', maxBytes: MAX_MESSAGE_BYTES.control });
     const telemetry = this.router.registerTopic({ name: `shoal/${clusterId}/telemetry/v1`, schema: TelemetryMessage, plane: 'telemetry', maxBytes: MAX_MESSAGE_BYTES.telemetry });
     control.subscribe((message, meta) => this.feed(() => this.core.receive(meta.from as NodeId, message as CoreMessage)));
@@ -278,8 +295,15 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   }
 
   private async ensureCluster(): Promise<ClusterId> {
-    const state = this.core.view().state;
+    let state = this.core.view().state;
     if (state.clusterId !== null && !state.dissolved) return state.clusterId;
+    // A dissolving master lingers until the others have the news; a new cluster waits for that.
+    const deadline = performance.now() + JOIN_TIMEOUT_MS;
+    while (state.clusterId !== null && performance.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      state = this.core.view().state;
+    }
+    if (state.clusterId !== null) throw new ShoalError('BAD_REQUEST', 'the previous cluster is still winding down: try again in a few seconds');
     const clusterId = randomBytes(16).toString('hex') as ClusterId;
     await this.command({ type: 'FoundCluster', clusterId, founder: selfInfo(this.identity, this.options.name, this.router) });
     this.options.log.info({ clusterId }, 'founded a cluster');
@@ -357,7 +381,7 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     const state = view.state;
     const now = performance.now();
     for (const [id, d] of this.discovered) if (now - d.lastSeenMs > DISCOVERED_TTL_MS && !this.router.isConnected(id)) this.discovered.delete(id);
-    const members = Object.values(state.members).map((m) => {
+    const members = Object.values(liveMembers(state)).map((m) => {
       const health = m.nodeId === this.identity.nodeId ? { level: 'ok' as const, reasons: [] } : (view.health[m.nodeId] ?? { level: 'ok' as const, reasons: [] });
       return {
         nodeId: m.nodeId,
@@ -371,19 +395,21 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       };
     });
     const storeHealth = this.store.health();
+    const member = state.clusterId !== null && !state.dissolved && state.members[this.nodeId] !== undefined;
     return {
       nodeId: this.identity.nodeId,
       name: this.options.name,
       fingerprint: this.identity.fingerprint,
-      clusterId: state.dissolved ? null : state.clusterId,
-      role: state.clusterId !== null && !state.dissolved && state.members[this.nodeId] !== undefined ? 'member' : 'standalone',
+      addrs: this.router.addrs().map((a) => `${a}/p2p/${this.nodeId}`),
+      clusterId: member ? state.clusterId : null,
+      role: member ? 'member' : 'standalone',
       masterId: view.masterId,
       term: view.term,
       lastIdx: view.lastIdx,
       stateHash: view.stateHash,
       members,
       discovered: [...this.discovered.values()]
-        .filter((d) => state.members[d.hello.nodeId as NodeId] === undefined)
+        .filter((d) => liveMembers(state)[d.hello.nodeId as NodeId] === undefined)
         .map((d) => ({ nodeId: d.hello.nodeId, name: d.hello.name, fingerprint: d.hello.fingerprint, addrs: d.hello.addrs })),
       invitations: this.pending.list().map((p) => ({
         id: p.id,
@@ -391,7 +417,7 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
         fromName: p.fromName,
         fingerprint: p.fingerprint,
         clusterId: p.clusterId,
-        expiresAt: new Date(Date.now() + (p.expiresAtMs - now)).toISOString(),
+        expiresAt: new Date(p.expiresAtMs).toISOString(),
       })),
       health: storeHealth.level === 'ok' ? { level: 'ok', reasons: [] } : { level: 'degraded', reasons: [{ text: storeHealth.reason, remediation: storeHealth.remediation }] },
       models: [],
@@ -403,7 +429,7 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     if (candidates.length === 0) throw new ShoalError('NOT_FOUND', `no node called '${target}' is on this network: 'shoal status' lists the nodes this one sees; use 'shoal invite --code' for a node it cannot see`);
     if (candidates.length > 1) throw new ShoalError('BAD_REQUEST', `'${target}' names ${candidates.length} nodes: invite by node id`);
     const invitee = candidates[0]!.hello;
-    if (this.core.view().state.members[invitee.nodeId as NodeId]) throw new ShoalError('BAD_REQUEST', `${invitee.name} is already a member`);
+    if (liveMembers(this.core.view().state)[invitee.nodeId as NodeId]) throw new ShoalError('BAD_REQUEST', `${invitee.name} is already a member`);
     const clusterId = await this.ensureCluster();
     const invitation = this.book.create({ clusterId, inviter: this.inviterInfo(), inviteeNodeId: invitee.nodeId as NodeId });
     const result = await this.router.request<InviteResult>(invitee.nodeId, INVITE_PROTOCOL, this.book.offerFor(invitation), { timeoutMs: INVITE_REQUEST_TIMEOUT_MS, schema: InviteMessage as never });
@@ -434,7 +460,7 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       }
     }
     if (!reached) throw new ShoalError('NOT_FOUND', `none of the inviter's addresses answered (${code.addrs.join(', ')}): check the network between the two machines`);
-    this.joining = code.clusterId;
+    this.joining = { clusterId: code.clusterId, inviter: code.inviter.nodeId as NodeId };
     const result = await this.router.request<InviteResult>(code.inviter.nodeId, INVITE_PROTOCOL, buildJoinRequest(code, this.memberClaim()), { timeoutMs: INVITE_REQUEST_TIMEOUT_MS });
     if (!result.ok) {
       this.joining = null;
@@ -447,7 +473,7 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
 
   async approve(selector: string | null): Promise<{ clusterId: string }> {
     const invitation = this.pending.approve(selector ?? undefined);
-    this.joining = invitation.clusterId;
+    this.joining = { clusterId: invitation.clusterId, inviter: invitation.fromNodeId as NodeId };
     const result = await this.router.request<InviteResult>(invitation.fromNodeId, INVITE_PROTOCOL, buildInviteAccept(invitation.offer, this.memberClaim()), { timeoutMs: INVITE_REQUEST_TIMEOUT_MS });
     if (!result.ok) {
       this.joining = null;
@@ -499,6 +525,11 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
+}
+
+/** The roster of a cluster that still exists; a dissolved cluster's last roster admits nobody. */
+function liveMembers(state: ClusterState): ClusterState['members'] {
+  return state.dissolved ? {} : state.members;
 }
 
 function selfInfo(identity: Identity, name: string, router: Router): MemberInfo {

@@ -28,6 +28,8 @@ export interface StatusView {
   nodeId: string;
   name: string;
   fingerprint: string;
+  /** Where other nodes reach this one (libp2p multiaddrs, with /p2p/<nodeId>). */
+  addrs: string[];
   clusterId: string | null;
   role: 'standalone' | 'member';
   masterId: string | null;

@@ -1,0 +1,39 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { StatusView } from '../../src/api/control/control.js';
+import { CLI_PATH, type TestNode } from './node-process.js';
+
+const run = promisify(execFile);
+
+/** Runs `shoal <args> --data-dir <node's dir>` as a real process; never throws, reports the exit code. */
+export async function shoal(node: Pick<TestNode, 'dataDir'>, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [CLI_PATH, ...args, '--data-dir', node.dataDir], { encoding: 'utf8', timeout: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : 1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+export async function status(node: Pick<TestNode, 'dataDir'>): Promise<StatusView> {
+  const result = await shoal(node, 'status', '--json');
+  if (result.code !== 0) throw new Error(`shoal status failed (${result.code}): ${result.stderr}`);
+  return JSON.parse(result.stdout) as StatusView;
+}
+
+/** Polls until `probe` returns a value, or fails naming what it waited for. */
+export async function eventually<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
