@@ -150,6 +150,8 @@ export interface SimOptions {
   chaosMs: number;
   quietMs: number;
   tickMs: number;
+  /** Multiplies every fault probability (stress runs). */
+  faultScale: number;
   /** Validate every message against its zod schema (slower; byte limits are always checked). */
   validateSchemas: boolean;
   config: Partial<CoreConfig>;
@@ -161,6 +163,7 @@ export const DEFAULT_SIM_OPTIONS: SimOptions = {
   chaosMs: 40_000,
   quietMs: 60_000,
   tickMs: 100,
+  faultScale: 1,
   validateSchemas: true,
   // Small pages and frequent checkpoints so short runs cross every path (paging, snapshots, compaction).
   config: { syncPageRecords: 6, syncSnapshotLagRecords: 40, snapshotEveryRecords: 12, retainRecords: 6 },
@@ -327,14 +330,15 @@ export class Simulation {
         const status = node.core!.status();
         check(status.role !== 'standalone', `${node.name} did not join during the fault-free bootstrap`);
       }
-      const dropP = this.rng.between(0, 0.12);
+      const scale = this.opts.faultScale;
+      const dropP = Math.min(0.9, scale * this.rng.between(0, 0.12));
       this.faults = {
         on: true,
         dropP,
-        dupP: this.rng.between(0, 0.06),
-        slowP: this.rng.between(0, 0.12),
-        midCrashP: this.rng.between(0, 0.004),
-        corruptP: this.rng.chance(0.3) ? this.rng.between(0, 0.01) : 0,
+        dupP: Math.min(0.9, scale * this.rng.between(0, 0.06)),
+        slowP: Math.min(0.9, scale * this.rng.between(0, 0.12)),
+        midCrashP: scale * this.rng.between(0, 0.004),
+        corruptP: this.rng.chance(0.3) ? scale * this.rng.between(0, 0.01) : 0,
       };
       this.note(-1, `faults on: drop ${dropP.toFixed(3)} dup ${this.faults.dupP.toFixed(3)} slow ${this.faults.slowP.toFixed(3)}`);
       this.runFor(this.opts.chaosMs, () => this.chaosStep());
@@ -343,7 +347,8 @@ export class Simulation {
       return this.finalChecks();
     } catch (error) {
       if (error instanceof SimFailure) throw error;
-      const reason = error instanceof Error ? `${error.name}: ${error.message}\n${error.stack ?? ''}` : String(error);
+      // A broken invariant says all there is to say; anything else is a crash whose stack matters.
+      const reason = error instanceof InvariantError ? `invariant: ${error.message}` : error instanceof Error ? (error.stack ?? error.message) : String(error);
       throw new SimFailure(this.seed, reason, this.trace.slice(-TRACE_LINES));
     }
   }
@@ -375,8 +380,9 @@ export class Simulation {
     const rng = this.rng;
     if (rng.chance(0.12)) this.randomCommand();
     const anyPartition = this.group.some((g) => g !== 0);
-    if (!anyPartition && rng.chance(0.012)) this.partition();
-    if (rng.chance(0.008)) {
+    const scale = this.opts.faultScale;
+    if (!anyPartition && rng.chance(0.012 * scale)) this.partition();
+    if (rng.chance(0.008 * scale)) {
       const up = this.nodes.filter((node) => node.core !== null);
       if (up.length > 0) {
         const node = rng.pick(up);

@@ -27,7 +27,7 @@ export type CommandId = z.infer<typeof CommandId>;
 
 function randomHex(random: () => number, digits: number): string {
   let out = '';
-  for (let i = 0; i < digits; i++) out += Math.floor(random() * 16).toString(16);
+  for (let i = 0; i < digits; i++) out += Math.min(15, Math.floor(random() * 16)).toString(16);
   return out;
 }
 
