@@ -159,6 +159,29 @@ describe('a cluster across network namespaces', { skip, timeout: 300_000 }, () =
     assert.ok(names.includes('lonely'), 'the smaller side’s acknowledged write was re-proposed and applied');
   });
 
+  test('control routes need the admin token from another machine; inference routes do not', async () => {
+    const probe = (path: string, token: string | null): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+      lan.run(h2().host, process.execPath, [
+        '-e',
+        `fetch(${JSON.stringify(`http://${h1().host.ip}:52600${path}`)}, { headers: ${token ? JSON.stringify({ authorization: `Bearer ${token}` }) : '{}'} }).then((r) => console.log(r.status))`,
+      ]);
+    assert.equal((await probe('/state', null)).stdout.trim(), '401');
+    assert.equal((await probe('/state', 'wrong')).stdout.trim(), '401');
+    const token = (await cli(h1(), 'token')).stdout.trim();
+    assert.equal((await probe('/state', token)).stdout.trim(), '200');
+    assert.equal((await probe('/v1/models', null)).stdout.trim(), '200');
+  });
+
+  test('a node that stops drops off the others’ network list within 10 s', async () => {
+    const gone = h4();
+    killGroup(gone.process!, 'SIGTERM');
+    await waitForExit(gone.process!, 10_000);
+    gone.process = null;
+    const started = Date.now();
+    await eventually('h4 gone from h1’s list', 10_000, async () => ((await status(h1())).discovered.some((d) => d.name === 'h4') ? undefined : true));
+    assert.ok(Date.now() - started <= 10_000);
+  });
+
   test('SIGSTOP for 5 s is not pruned; for 40 s it is, and it comes back after SIGCONT', async () => {
     const target = h3();
     const health = async (): Promise<string | undefined> => (await status(h1())).members.find((m) => m.name === target.host.name)?.health.level;
