@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { multiaddr } from '@multiformats/multiaddr';
 import { z } from 'zod';
+import { ClusterId, Fingerprint, NodeId } from '../master/state/ids.js';
+
+export { ClusterId, Fingerprint, NodeId };
 
 /**
  * Ids that name nodes and clusters, and the messages of the `/shoal/invite/1` stream protocol.
@@ -17,22 +20,6 @@ export const MULTIADDR_MAX_CHARS = 256;
 export const INVITE_RESULT_MESSAGE_MAX_CHARS = 512;
 /** How long an invitation or join code stays valid after it is made. */
 export const INVITATION_TTL_MS = 10 * 60_000;
-
-/** An Ed25519 libp2p peer id in base58btc: the identity multihash of the public key. */
-export const NodeId = z
-  .string()
-  .regex(/^12D3KooW[1-9A-HJ-NP-Za-km-z]{44}$/, 'a node id looks like "12D3KooW…" (52 characters)')
-  .brand<'NodeId'>();
-export type NodeId = z.infer<typeof NodeId>;
-
-export const Fingerprint = z
-  .string()
-  .regex(/^[0-9A-HJKMNP-TV-Z]{4}(-[0-9A-HJKMNP-TV-Z]{4}){3}$/, 'a fingerprint looks like "XXXX-XXXX-XXXX-XXXX"')
-  .brand<'Fingerprint'>();
-export type Fingerprint = z.infer<typeof Fingerprint>;
-
-export const ClusterId = z.string().regex(/^[0-9a-f]{32}$/, 'a cluster id is 32 lowercase hex digits').brand<'ClusterId'>();
-export type ClusterId = z.infer<typeof ClusterId>;
 
 export const InvitationId = z.string().regex(/^[0-9a-f]{16}$/, 'an invitation id is 16 lowercase hex digits').brand<'InvitationId'>();
 export type InvitationId = z.infer<typeof InvitationId>;
