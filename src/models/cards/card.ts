@@ -1,0 +1,123 @@
+// A model card: what a model is, where its bytes come from, what it can do and which engines may run
+// it. Cards are TOML on disk (parse.ts) and plain data everywhere else. Architecture facts (layers,
+// heads, context) are deliberately absent: they are read from the GGUF header (gguf-facts.ts), never
+// typed by hand, so a card can never disagree with its file.
+
+import { z } from 'zod';
+import { ModelId } from '../../common/ids.js';
+import { BUILTIN_MODEL_SPECS } from '../generate/builtin.js';
+
+/** Engines a backend tag can name; the same set the node advertises (`<engine>-<compute>`). */
+export const CARD_ENGINES = ['llama_cpp', 'llama_server', 'rpc'] as const;
+export type CardEngine = (typeof CARD_ENGINES)[number];
+export const CARD_COMPUTES = ['cpu', 'cuda', 'vulkan', 'metal'] as const;
+
+const BACKEND_TAG_RE = new RegExp(`^(${CARD_ENGINES.join('|')})-(${CARD_COMPUTES.join('|')})$`);
+
+export const BackendTagSchema = z
+  .string()
+  .regex(BACKEND_TAG_RE, `a backend tag is <engine>-<compute>: engine one of ${CARD_ENGINES.join(', ')}; compute one of ${CARD_COMPUTES.join(', ')}`);
+
+/** The engine half of a tag ('llama_server' of 'llama_server-cuda'). */
+export function engineOf(tag: string): string {
+  return tag.slice(0, tag.lastIndexOf('-'));
+}
+
+export const CARD_TASKS = ['chat', 'completion', 'embeddings'] as const;
+export type CardTask = (typeof CARD_TASKS)[number];
+
+/** Bounds of the runtime knobs: beyond them a card is a typo, not a wish. */
+export const CARD_MAX_CONTEXT_TOKENS = 1 << 21;
+export const CARD_MAX_PARALLEL = 64;
+export const CARD_MAX_MIN_NODES = 16;
+
+const HF_REPO_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
+const COMMIT_SHA_RE = /^[0-9a-f]{40}$/;
+
+export const CardSource = z.discriminatedUnion('kind', [
+  z.strictObject({
+    kind: z.literal('huggingface'),
+    repo: z.string().regex(HF_REPO_RE, 'a Hugging Face repo looks like "owner/name"'),
+    file: z
+      .string()
+      .min(1)
+      .max(500)
+      .regex(/\.gguf$/i, 'the file must be a .gguf file inside the repo')
+      .refine((file) => !file.startsWith('/') && !file.split('/').includes('..'), 'the file is a path inside the repo'),
+    // A branch name would let the bytes change under the same card; only a commit pins them.
+    revision: z.string().regex(COMMIT_SHA_RE, 'revision must be a full 40-character commit sha (a branch or tag can move)'),
+  }),
+  z.strictObject({
+    kind: z.literal('builtin'),
+    spec: z
+      .string()
+      .refine((spec) => Object.hasOwn(BUILTIN_MODEL_SPECS, spec), `spec must be one of the generated models: ${Object.keys(BUILTIN_MODEL_SPECS).join(', ')}`),
+  }),
+  z.strictObject({
+    kind: z.literal('file'),
+    // parse.ts resolves a relative path against the card's directory before validation.
+    path: z.string().min(1).max(4096),
+  }),
+]);
+export type CardSource = z.infer<typeof CardSource>;
+
+export const CardCapabilities = z.strictObject({
+  /** Accepts tool definitions and answers with tool calls. */
+  tools: z.boolean().default(false),
+  /** Emits a reasoning segment before its answer. */
+  reasoning: z.boolean().default(false),
+  vision: z.boolean().default(false),
+});
+export type CardCapabilities = z.infer<typeof CardCapabilities>;
+
+export const CardRuntime = z.strictObject({
+  /** Tokens of context per sequence to admit; absent means the planner's default (planner.ts). */
+  context_size: z.number().int().min(1).max(CARD_MAX_CONTEXT_TOKENS).optional(),
+  /** Sequences served at once, each with its own context_size window. */
+  parallel: z.number().int().min(1).max(CARD_MAX_PARALLEL).default(1),
+  /** Fewest nodes to spread one copy over; above 1 forces a pooled split. */
+  min_nodes: z.number().int().min(1).max(CARD_MAX_MIN_NODES).default(1),
+});
+export type CardRuntime = z.infer<typeof CardRuntime>;
+
+/** Whether these backends allow a pooled split: a llama_server driver and rpc donors. */
+export function canPool(backends: readonly string[]): boolean {
+  return backends.some((tag) => engineOf(tag) === 'llama_server') && backends.some((tag) => engineOf(tag) === 'rpc');
+}
+
+function unique<T extends z.ZodType<string>>(item: T, what: string) {
+  return z.array(item).refine((list) => new Set(list).size === list.length, `${what} must not repeat an entry`);
+}
+
+export const ModelCard = z
+  .strictObject({
+    id: ModelId,
+    name: z.string().min(1).max(200),
+    source: CardSource,
+    tasks: unique(z.enum(CARD_TASKS), 'tasks').min(1, 'a card needs at least one task'),
+    capabilities: CardCapabilities.default({ tools: false, reasoning: false, vision: false }),
+    /** Hard filter: a node offering none of these never hosts the model. */
+    compatible_backends: unique(BackendTagSchema, 'compatible_backends').min(1, 'a card needs at least one compatible backend'),
+    /** Soft order among the compatible backends, most wanted first; unlisted ones rank after. */
+    backend_preference: unique(BackendTagSchema, 'backend_preference').default([]),
+    runtime: CardRuntime.default({ parallel: 1, min_nodes: 1 }),
+  })
+  .superRefine((card, ctx) => {
+    card.backend_preference.forEach((tag, i) => {
+      if (!card.compatible_backends.includes(tag)) {
+        ctx.addIssue({ code: 'custom', path: ['backend_preference', i], message: `'${tag}' is not in compatible_backends` });
+      }
+    });
+    // A split needs a llama-server driver and ggml-rpc-server donors; without both engines the knob
+    // could never be honoured, and the card should say so at load rather than at placement.
+    if (card.runtime.min_nodes > 1 && !canPool(card.compatible_backends)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['runtime', 'min_nodes'],
+        message: 'min_nodes above 1 needs a llama_server-* and an rpc-* backend in compatible_backends',
+      });
+    }
+  });
+export type ModelCard = z.infer<typeof ModelCard>;
+/** What a card looks like before defaults are filled in (what a TOML file holds). */
+export type ModelCardInput = z.input<typeof ModelCard>;

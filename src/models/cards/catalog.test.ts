@@ -1,0 +1,78 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BUILTIN_MODEL_SPECS } from '../generate/builtin.js';
+import { BUILTIN_CARDS, cardsDir, loadCatalog } from './catalog.js';
+import { readCardFile } from './parse.js';
+import type { ModelCard } from './card.js';
+
+async function withDataDir(run: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'shoal-cards-'));
+  try {
+    await run(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const card = (id: string, extra = '') =>
+  `id = "${id}"\nname = "${id}"\ntasks = ["chat"]\ncompatible_backends = ["llama_cpp-cpu"]\n${extra}[source]\nkind = "file"\npath = "model.gguf"\n`;
+
+test('every generated model has a built-in card, with its behaviour as capabilities', () => {
+  assert.deepEqual(BUILTIN_CARDS.map((c) => c.id).sort(), Object.keys(BUILTIN_MODEL_SPECS).sort());
+  for (const c of BUILTIN_CARDS) {
+    assert.deepEqual(c.source, { kind: 'builtin', spec: c.id });
+    assert.ok(c.compatible_backends.includes('llama_cpp-cpu'));
+    assert.ok(!c.compatible_backends.some((tag) => tag.startsWith('rpc-')), 'a 1 MB model is never split');
+  }
+  const byId = new Map<string, ModelCard>(BUILTIN_CARDS.map((c) => [c.id, c]));
+  assert.equal(byId.get('shoal/tiny-think')?.capabilities.reasoning, true);
+  assert.equal(byId.get('shoal/tiny')?.capabilities.reasoning, false);
+  assert.equal(byId.get('shoal/tiny-tools')?.capabilities.tools, true);
+});
+
+test('no cards directory: just the built-ins, no errors', async () => {
+  await withDataDir(async (dir) => {
+    const catalog = await loadCatalog(dir);
+    assert.equal(catalog.entries.size, BUILTIN_CARDS.length);
+    assert.deepEqual(catalog.errors, []);
+    assert.equal(catalog.entries.get('shoal/tiny')?.origin, 'builtin');
+  });
+});
+
+test('user cards add to and override the built-ins; a broken file is reported and skipped', async () => {
+  await withDataDir(async (dir) => {
+    const cards = cardsDir(dir);
+    await mkdir(cards, { recursive: true });
+    await writeFile(join(cards, 'a-extra.toml'), card('acme/extra'));
+    await writeFile(join(cards, 'b-tiny.toml'), card('shoal/tiny', '[runtime]\ncontext_size = 1024\n'));
+    await writeFile(join(cards, 'c-broken.toml'), card('acme/broken').replace('llama_cpp-cpu', 'gpu'));
+    await writeFile(join(cards, 'd-syntax.toml'), 'id = \n');
+    await writeFile(join(cards, 'e-dupe.toml'), card('acme/extra'));
+    await writeFile(join(cards, 'notes.txt'), 'not a card');
+
+    const catalog = await loadCatalog(dir);
+    assert.equal(catalog.entries.size, BUILTIN_CARDS.length + 1);
+    const extra = catalog.entries.get('acme/extra');
+    assert.equal(extra?.origin, join(cards, 'a-extra.toml'));
+    assert.equal(extra?.overridesBuiltin, false);
+    assert.deepEqual(extra?.card.source, { kind: 'file', path: join(cards, 'model.gguf') });
+    const tiny = catalog.entries.get('shoal/tiny');
+    assert.equal(tiny?.overridesBuiltin, true);
+    assert.equal(tiny?.card.runtime.context_size, 1024);
+    assert.equal(catalog.entries.get('shoal/tiny-eos')?.origin, 'builtin');
+
+    assert.deepEqual(catalog.errors.map((e) => e.file), ['c-broken.toml', 'd-syntax.toml', 'e-dupe.toml'].map((n) => join(cards, n)));
+    assert.match(catalog.errors[0]!.message, /compatible_backends\[0\]/);
+    assert.match(catalog.errors[1]!.message, /TOML syntax error at line 1/);
+    assert.match(catalog.errors[2]!.message, /already defined by .*a-extra\.toml/);
+  });
+});
+
+test('reading a missing card file is a CardError naming it', async () => {
+  await withDataDir(async (dir) => {
+    await assert.rejects(readCardFile(join(dir, 'nope.toml')), (error: Error) => error.name === 'CardError' && error.message.includes('nope.toml'));
+  });
+});

@@ -1,0 +1,105 @@
+// The cards a node knows: built-in cards for Shoal's generated models, then the operator's cards from
+// `<dataDir>/cards/*.toml`, which replace a built-in card of the same id. One broken file is reported
+// and skipped; it never hides the other cards.
+
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { TINY_EOS_MODEL_ID, TINY_MODEL_ID, TINY_THINK_MODEL_ID, TINY_TOOLS_MODEL_ID } from '../generate/builtin.js';
+import { ModelCard, type ModelCardInput } from './card.js';
+import { CardError, readCardFile } from './parse.js';
+
+/** The generated models are ~1 MB: any llama.cpp engine runs them, and none is worth splitting. */
+const TINY_BACKENDS = [
+  'llama_cpp-cpu',
+  'llama_cpp-cuda',
+  'llama_cpp-vulkan',
+  'llama_cpp-metal',
+  'llama_server-cpu',
+  'llama_server-cuda',
+  'llama_server-vulkan',
+  'llama_server-metal',
+];
+// In-process CPU first: for a model this small, launching a server or moving it to a GPU costs more
+// than the whole decode (STACK-NOTES: ~2000 tok/s on one CPU thread).
+const TINY_PREFERENCE = ['llama_cpp-cpu', 'llama_server-cpu'];
+
+function builtinCard(id: string, name: string, capabilities: ModelCardInput['capabilities']): ModelCard {
+  return ModelCard.parse({
+    id,
+    name,
+    source: { kind: 'builtin', spec: id },
+    tasks: ['chat', 'completion', 'embeddings'],
+    // Every generated model serves tool requests (the runner constrains output with a grammar);
+    // `tiny-tools` additionally calls tools unprompted, `tiny-think` reasons first.
+    capabilities,
+    compatible_backends: TINY_BACKENDS,
+    backend_preference: TINY_PREFERENCE,
+    runtime: { parallel: 1, min_nodes: 1 },
+  } satisfies ModelCardInput);
+}
+
+export const BUILTIN_CARDS: readonly ModelCard[] = [
+  builtinCard(TINY_MODEL_ID, 'Shoal tiny (generated, random weights)', { tools: true, reasoning: false }),
+  builtinCard(TINY_EOS_MODEL_ID, 'Shoal tiny, ending its replies', { tools: true, reasoning: false }),
+  builtinCard(TINY_THINK_MODEL_ID, 'Shoal tiny, reasoning', { tools: true, reasoning: true }),
+  builtinCard(TINY_TOOLS_MODEL_ID, 'Shoal tiny, calling tools', { tools: true, reasoning: false }),
+];
+
+export function cardsDir(dataDir: string): string {
+  return join(dataDir, 'cards');
+}
+
+export interface CatalogEntry {
+  card: ModelCard;
+  /** 'builtin', or the file the card came from. */
+  origin: string;
+  /** A user card that replaced the built-in card of the same id. */
+  overridesBuiltin: boolean;
+}
+
+export interface Catalog {
+  /** By model id, built-ins first then user cards in file-name order. */
+  entries: Map<string, CatalogEntry>;
+  /** One per file that could not be used; the other cards are loaded regardless. */
+  errors: CardError[];
+}
+
+/** Built-in cards plus `<dataDir>/cards/*.toml`; a missing directory just means no user cards. */
+export async function loadCatalog(dataDir: string): Promise<Catalog> {
+  const entries = new Map<string, CatalogEntry>();
+  for (const card of BUILTIN_CARDS) entries.set(card.id, { card, origin: 'builtin', overridesBuiltin: false });
+  const errors: CardError[] = [];
+  const dir = cardsDir(dataDir);
+  let names: string[];
+  try {
+    names = (await readdir(dir)).filter((name) => name.endsWith('.toml')).sort();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') {
+      const reason = error instanceof Error ? error.message : String(error);
+      errors.push(new CardError(dir, [{ field: '', message: `cannot list the cards directory: ${reason}` }]));
+    }
+    return { entries, errors };
+  }
+  const userIds = new Map<string, string>();
+  for (const name of names) {
+    const path = join(dir, name);
+    let card: ModelCard;
+    try {
+      card = await readCardFile(path);
+    } catch (error) {
+      if (!(error instanceof CardError)) throw error;
+      errors.push(error);
+      continue;
+    }
+    // Two user files claiming one id is ambiguous: the first (by name) wins, the second is reported.
+    const earlier = userIds.get(card.id);
+    if (earlier !== undefined) {
+      errors.push(new CardError(path, [{ field: 'id', message: `'${card.id}' is already defined by ${earlier}` }]));
+      continue;
+    }
+    userIds.set(card.id, path);
+    const overridesBuiltin = entries.get(card.id)?.origin === 'builtin';
+    entries.set(card.id, { card, origin: path, overridesBuiltin });
+  }
+  return { entries, errors };
+}

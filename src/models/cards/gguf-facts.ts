@@ -1,0 +1,168 @@
+// Architecture facts read from a GGUF header: what placement needs to size a model (layers, heads,
+// KV heads, head dims, trained context, bytes per layer). Read from the file, never typed on a card,
+// so the estimate always describes the bytes that will actually load.
+
+import { stat } from 'node:fs/promises';
+import { gguf } from '@huggingface/gguf';
+import { z } from 'zod';
+
+const count = z.number().int().min(0);
+const positive = z.number().int().min(1);
+
+export const GgufFacts = z.strictObject({
+  architecture: z.string().min(1),
+  /** `<arch>.block_count`: repeating layers. */
+  blockCount: positive,
+  headCount: positive,
+  /** Largest KV head count of any layer (GQA: fewer KV heads than query heads). */
+  headCountKv: positive,
+  /** KV heads of each layer; llama.cpp allows them to vary by layer. */
+  kvHeadsPerLayer: z.array(count),
+  embeddingLength: positive,
+  /** `<arch>.context_length`: the context the model was trained for. */
+  trainedContext: positive,
+  /** Per-head key and value widths (`<arch>.attention.key_length`, default embedding / heads). */
+  keyLength: positive,
+  valueLength: positive,
+  /** Token count of the vocabulary, null when the file does not say. */
+  vocabSize: count.nullable(),
+  fileBytes: count,
+  /** Bytes of all tensor data (the file minus its header). */
+  tensorBytes: count,
+  /** Tensor bytes of each repeating layer `blk.<i>.*`, in layer order. */
+  layerBytes: z.array(count),
+  /** `token_embd.*`: the input embedding table. */
+  embeddingBytes: count,
+  /** Every other tensor outside the layers: output head, final norm, rope tables. */
+  outputBytes: count,
+  /** No `output.weight`: the output head reuses the embedding table (read in full every token). */
+  outputTied: z.boolean(),
+});
+export type GgufFacts = z.infer<typeof GgufFacts>;
+
+export class GgufFactsError extends Error {
+  readonly code = 'GGUF_FACTS_INVALID';
+  override name = 'GgufFactsError';
+}
+
+/** The parts of `@huggingface/gguf`'s output that facts come from (so tests can feed a header directly). */
+export interface GgufHeader {
+  metadata: Record<string, unknown>;
+  tensorInfos: ReadonlyArray<{ name: string; offset: bigint }>;
+  tensorDataOffset: bigint;
+}
+
+function asInt(value: unknown): number | undefined {
+  if (typeof value === 'bigint') return Number(value);
+  if (typeof value === 'number' && Number.isInteger(value)) return value;
+  return undefined;
+}
+
+/** Per-tensor bytes from the gaps between data offsets: exact for every quantization type, padding included. */
+function tensorSizes(header: GgufHeader, fileBytes: number, file: string): Array<{ name: string; bytes: number }> {
+  const dataStart = Number(header.tensorDataOffset);
+  const sorted = [...header.tensorInfos].sort((a, b) => (a.offset < b.offset ? -1 : a.offset > b.offset ? 1 : 0));
+  return sorted.map((info, i) => {
+    const start = dataStart + Number(info.offset);
+    const next = sorted[i + 1];
+    const end = next === undefined ? fileBytes : dataStart + Number(next.offset);
+    if (start > fileBytes || end > fileBytes || end < start) {
+      throw new GgufFactsError(`${file}: tensor '${info.name}' lies outside the file (${fileBytes} bytes): the file is truncated`);
+    }
+    return { name: info.name, bytes: end - start };
+  });
+}
+
+/** Facts from a parsed header; pure. `file` names the model in errors. */
+export function factsFromHeader(header: GgufHeader, fileBytes: number, file: string): GgufFacts {
+  const meta = header.metadata;
+  const architecture = meta['general.architecture'];
+  if (typeof architecture !== 'string' || architecture === '') {
+    throw new GgufFactsError(`${file}: general.architecture is missing; is this a GGUF model file?`);
+  }
+  const required = (key: string): number => {
+    const value = asInt(meta[`${architecture}.${key}`]);
+    if (value === undefined || value <= 0) throw new GgufFactsError(`${file}: ${architecture}.${key} is missing or not a positive integer`);
+    return value;
+  };
+  const optional = (key: string): number | undefined => asInt(meta[`${architecture}.${key}`]);
+
+  const blockCount = required('block_count');
+  const headCount = required('attention.head_count');
+  const embeddingLength = required('embedding_length');
+  const trainedContext = required('context_length');
+  // head_count_kv is absent without GQA (same as head_count) and an array when it varies by layer.
+  const kvRaw = meta[`${architecture}.attention.head_count_kv`];
+  let kvHeadsPerLayer: number[];
+  if (Array.isArray(kvRaw)) {
+    kvHeadsPerLayer = kvRaw.map((v) => asInt(v) ?? -1);
+    if (kvHeadsPerLayer.length !== blockCount || kvHeadsPerLayer.some((v) => v < 0)) {
+      throw new GgufFactsError(`${file}: ${architecture}.attention.head_count_kv must list ${blockCount} non-negative counts`);
+    }
+  } else {
+    kvHeadsPerLayer = new Array<number>(blockCount).fill(kvRaw === undefined ? headCount : required('attention.head_count_kv'));
+  }
+  const headCountKv = Math.max(...kvHeadsPerLayer);
+  if (headCountKv <= 0) throw new GgufFactsError(`${file}: no layer has a KV head`);
+  const defaultHeadDim = Math.floor(embeddingLength / headCount);
+  const keyLength = optional('attention.key_length') ?? defaultHeadDim;
+  const valueLength = optional('attention.value_length') ?? defaultHeadDim;
+  const tokens = meta['tokenizer.ggml.tokens'];
+  const vocabSize = optional('vocab_size') ?? (Array.isArray(tokens) ? tokens.length : null);
+
+  const layerBytes = new Array<number>(blockCount).fill(0);
+  let embeddingBytes = 0;
+  let outputBytes = 0;
+  let outputTied = true;
+  let tensorBytes = 0;
+  for (const { name, bytes } of tensorSizes(header, fileBytes, file)) {
+    tensorBytes += bytes;
+    const layer = /^blk\.(\d+)\./.exec(name);
+    const index = layer ? Number(layer[1]) : -1;
+    if (index >= 0 && index < blockCount) layerBytes[index]! += bytes;
+    else if (name.startsWith('token_embd.')) embeddingBytes += bytes;
+    else {
+      outputBytes += bytes;
+      if (name === 'output.weight') outputTied = false;
+    }
+  }
+
+  const facts: GgufFacts = {
+    architecture,
+    blockCount,
+    headCount,
+    headCountKv,
+    kvHeadsPerLayer,
+    embeddingLength,
+    trainedContext,
+    keyLength,
+    valueLength,
+    vocabSize,
+    fileBytes,
+    tensorBytes,
+    layerBytes,
+    embeddingBytes,
+    outputBytes,
+    outputTied,
+  };
+  const parsed = GgufFacts.safeParse(facts);
+  if (!parsed.success) throw new GgufFactsError(`${file}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
+
+/** Reads only the header (and the file's size) of a local GGUF file. */
+export async function readGgufFacts(path: string): Promise<GgufFacts> {
+  const { size } = await stat(path);
+  let parsed: Awaited<ReturnType<typeof gguf>>;
+  try {
+    parsed = await gguf(path, { allowLocalFile: true });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new GgufFactsError(`${path}: not a readable GGUF file: ${reason}`, { cause: error });
+  }
+  return factsFromHeader(
+    { metadata: parsed.metadata as unknown as Record<string, unknown>, tensorInfos: parsed.tensorInfos, tensorDataOffset: parsed.tensorDataOffset },
+    size,
+    path,
+  );
+}

@@ -1,0 +1,63 @@
+// Synthetic facts, cards and nodes for the placement unit tests (not a test file itself). Round
+// numbers in MiB so the expected arithmetic can be worked by hand in the tests' comments.
+
+import type { NodeId } from '../master/state/ids.js';
+import { ModelCard, type ModelCardInput } from '../models/cards/card.js';
+import type { GgufFacts } from '../models/cards/gguf-facts.js';
+import type { ClusterNode } from './nodes.js';
+
+export const MiB = 1024 * 1024;
+export const GiB = 1024 * MiB;
+
+const BASE58 = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
+
+/** A valid, distinct node id per n; nodeId(0) < nodeId(1) < ... */
+export function nodeId(n: number): NodeId {
+  return `12D3KooW${'P'.repeat(42)}${BASE58[Math.floor(n / 58) % 58]}${BASE58[n % 58]}` as NodeId;
+}
+
+/**
+ * "Model A": 32 layers of 100 MiB, embeddings 64 MiB, output head 128 MiB (3392 MiB of weights);
+ * 32 heads, 8 KV heads of 128 (GQA): KV = 32 × (128 + 128) × 8 × 2 B = 128 KiB per token at f16.
+ */
+export function factsA(overrides: Partial<GgufFacts> = {}): GgufFacts {
+  const blockCount = overrides.blockCount ?? 32;
+  return {
+    architecture: 'llama',
+    blockCount,
+    headCount: 32,
+    headCountKv: 8,
+    kvHeadsPerLayer: new Array<number>(blockCount).fill(8),
+    embeddingLength: 4096,
+    trainedContext: 8192,
+    keyLength: 128,
+    valueLength: 128,
+    vocabSize: 32000,
+    fileBytes: (blockCount * 100 + 64 + 128) * MiB + 1_000_000,
+    tensorBytes: (blockCount * 100 + 64 + 128) * MiB,
+    layerBytes: new Array<number>(blockCount).fill(100 * MiB),
+    embeddingBytes: 64 * MiB,
+    outputBytes: 128 * MiB,
+    outputTied: false,
+    ...overrides,
+  };
+}
+
+export const ALL_TEST_BACKENDS = ['llama_cpp-cpu', 'llama_cpp-cuda', 'llama_server-cpu', 'llama_server-cuda', 'rpc-cpu', 'rpc-cuda'];
+
+export function card(overrides: Partial<ModelCardInput> = {}): ModelCard {
+  return ModelCard.parse({
+    id: 'test/model-a',
+    name: 'Model A',
+    source: { kind: 'file', path: '/models/a.gguf' },
+    tasks: ['chat'],
+    compatible_backends: ALL_TEST_BACKENDS,
+    backend_preference: [],
+    ...overrides,
+  } satisfies ModelCardInput);
+}
+
+/** A reported node offering every test backend unless told otherwise. */
+export function node(n: number, freeBytes: number | null, extra: Partial<ClusterNode> = {}): ClusterNode {
+  return { nodeId: nodeId(n), freeBytes, backends: freeBytes === null ? null : ALL_TEST_BACKENDS, ...extra };
+}

@@ -1,0 +1,176 @@
+// Memory admission: how many bytes a model (or one node's share of it) needs at a given context, and
+// the largest context that fits a node. Pure arithmetic over GGUF facts; every estimate carries its
+// own breakdown so a refusal can show the numbers that decided it.
+//
+//   total = weights(share)
+//         + KV        = Σ_layers (key_length + value_length) × kv_heads(layer) × bytes_per_element × cells
+//                       cells = roundUp(context, 256) × sequences
+//         + output workspace (share holding the output head only) = vocab × 512 × 4
+//         + overhead  = 10% × weights(share)
+//         + floor     = 256 MiB
+//   admitted when total + 64 MiB < free (strictly).
+//
+// Why each term, from llama.cpp (commit bundled with node-llama-cpp, llama-kv-cache.cpp, llama-context.cpp):
+// - KV: each layer allocates K of n_embd_k_gqa × kv_size and V of n_embd_v_gqa × kv_size elements,
+//   where n_embd_k_gqa = key_length × n_head_kv(layer): the KV heads, not the query heads (GQA).
+//   n_ctx is padded to 256 cells; a sequence only owns a full window when the cache holds
+//   window × sequences cells (unified or not), which is what node-llama-cpp allocates for `sequences`.
+//   Measured: a 200M llama (11 layers, 8 KV heads of 64, 4096 cells, f16) reports 88.00 MiB = this formula.
+// - Output workspace: with flash attention (llama.cpp's `auto` turns it on for CPU, CUDA, Metal) the
+//   compute buffer is dominated by one micro-batch of f32 logits, vocab × n_ubatch(512) × 4 bytes.
+//   Measured on the same model (vocab 32000): compute buffer 66.5 MiB, of which 62.5 MiB is this term.
+//   Without flash attention the attention scores add n_ctx × 512 × heads × 4 bytes; Shoal's engines
+//   run with it on, so that term is not modelled.
+// - Overhead 10% of the weights: allocator and alignment slack, per-layer activations, the GPU backend's
+//   own context, growing with the model. It is a margin, not a measurement, and errs towards refusing.
+// - Floor 256 MiB: the runner process itself (a bare node-llama-cpp runner measured 113 MiB RSS) plus the
+//   non-logit compute buffer, which small models would otherwise under-count.
+
+import type { GgufFacts } from '../models/cards/gguf-facts.js';
+
+const MiB = 1024 * 1024;
+
+export const KV_CACHE_TYPES = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as const;
+export type KvCacheType = (typeof KV_CACHE_TYPES)[number];
+export const DEFAULT_KV_CACHE_TYPE: KvCacheType = 'f16';
+
+/** Bytes per cached element; quantized types store 32 elements in a 34- (q8_0) or 18-byte (q4_0) block. */
+export const KV_BYTES_PER_ELEMENT: Readonly<Record<KvCacheType, number>> = { f32: 4, f16: 2, bf16: 2, q8_0: 34 / 32, q4_0: 18 / 32 };
+
+/** llama.cpp pads a context to a multiple of this many cells; ceilings are multiples of it too. */
+export const CONTEXT_STEP_TOKENS = 256;
+/** llama.cpp's default micro-batch (n_ubatch): the rows of logits the compute buffer holds at once. */
+export const MICRO_BATCH_TOKENS = 512;
+const LOGIT_BYTES = 4;
+export const OVERHEAD_FRACTION = 0.1;
+export const OVERHEAD_FLOOR_BYTES = 256 * MiB;
+/** Kept free beyond the estimate: free-memory readings move between the sample and the load. */
+export const FIT_MARGIN_BYTES = 64 * MiB;
+
+/** Contiguous layers held by one node; the node holding the output also holds embeddings and head. */
+export interface LayerShare {
+  firstLayer: number;
+  layerCount: number;
+  holdsOutput: boolean;
+}
+
+export function fullShare(facts: GgufFacts): LayerShare {
+  return { firstLayer: 0, layerCount: facts.blockCount, holdsOutput: true };
+}
+
+export interface MemoryOptions {
+  /** Tokens of context per sequence. */
+  contextTokens: number;
+  sequences: number;
+  kvCacheType?: KvCacheType;
+}
+
+export interface MemoryEstimate {
+  share: LayerShare;
+  contextTokens: number;
+  sequences: number;
+  kvCacheType: KvCacheType;
+  kvCells: number;
+  weightsBytes: number;
+  kvBytes: number;
+  outputWorkspaceBytes: number;
+  overheadBytes: number;
+  floorBytes: number;
+  totalBytes: number;
+  /** The arithmetic, one line per term, for refusals and the dry-run preview. */
+  arithmetic: string[];
+}
+
+export function formatBytes(bytes: number): string {
+  if (Math.abs(bytes) >= 1024 * MiB) return `${(bytes / (1024 * MiB)).toFixed(2)} GiB`;
+  return `${(bytes / MiB).toFixed(1)} MiB`;
+}
+
+function checkShare(facts: GgufFacts, share: LayerShare): void {
+  const { firstLayer, layerCount } = share;
+  if (!Number.isInteger(firstLayer) || !Number.isInteger(layerCount) || firstLayer < 0 || layerCount < 0 || firstLayer + layerCount > facts.blockCount) {
+    throw new RangeError(`layer share ${firstLayer}+${layerCount} is outside the model's ${facts.blockCount} layers`);
+  }
+}
+
+export function shareWeightsBytes(facts: GgufFacts, share: LayerShare): number {
+  checkShare(facts, share);
+  let bytes = share.holdsOutput ? facts.embeddingBytes + facts.outputBytes : 0;
+  for (let l = share.firstLayer; l < share.firstLayer + share.layerCount; l++) bytes += facts.layerBytes[l]!;
+  return bytes;
+}
+
+/** KV bytes one cell (one token of one sequence) costs across the share's layers; fractional for quantized caches. */
+export function kvBytesPerCell(facts: GgufFacts, share: LayerShare, kvCacheType: KvCacheType = DEFAULT_KV_CACHE_TYPE): number {
+  checkShare(facts, share);
+  let elements = 0;
+  for (let l = share.firstLayer; l < share.firstLayer + share.layerCount; l++) {
+    elements += (facts.keyLength + facts.valueLength) * facts.kvHeadsPerLayer[l]!;
+  }
+  return elements * KV_BYTES_PER_ELEMENT[kvCacheType];
+}
+
+export function roundUpToStep(tokens: number): number {
+  return Math.ceil(tokens / CONTEXT_STEP_TOKENS) * CONTEXT_STEP_TOKENS;
+}
+
+export function estimateMemory(facts: GgufFacts, share: LayerShare, options: MemoryOptions): MemoryEstimate {
+  const { contextTokens, sequences } = options;
+  if (!Number.isInteger(contextTokens) || contextTokens < 1) throw new RangeError(`context must be a positive integer, got ${contextTokens}`);
+  if (!Number.isInteger(sequences) || sequences < 1) throw new RangeError(`sequences must be a positive integer, got ${sequences}`);
+  const kvCacheType = options.kvCacheType ?? DEFAULT_KV_CACHE_TYPE;
+  const weightsBytes = shareWeightsBytes(facts, share);
+  const kvCells = roundUpToStep(contextTokens) * sequences;
+  const perCell = kvBytesPerCell(facts, share, kvCacheType);
+  const kvBytes = Math.ceil(perCell * kvCells);
+  const outputWorkspaceBytes = share.holdsOutput ? (facts.vocabSize ?? 0) * MICRO_BATCH_TOKENS * LOGIT_BYTES : 0;
+  const overheadBytes = Math.ceil(weightsBytes * OVERHEAD_FRACTION);
+  const floorBytes = OVERHEAD_FLOOR_BYTES;
+  const totalBytes = weightsBytes + kvBytes + outputWorkspaceBytes + overheadBytes + floorBytes;
+  const layers = share.layerCount === 0 ? 'no layers' : `layers ${share.firstLayer}-${share.firstLayer + share.layerCount - 1}`;
+  const arithmetic = [
+    `weights ${formatBytes(weightsBytes)} (${layers}${share.holdsOutput ? ' + embeddings and output head' : ''})`,
+    `KV ${formatBytes(kvBytes)} = ${formatBytes(perCell)}/token (${kvCacheType}) × ${roundUpToStep(contextTokens)} tokens × ${sequences} sequence${sequences === 1 ? '' : 's'}`,
+    ...(outputWorkspaceBytes > 0 ? [`output workspace ${formatBytes(outputWorkspaceBytes)} = vocab ${facts.vocabSize} × ${MICRO_BATCH_TOKENS} × ${LOGIT_BYTES} B`] : []),
+    `overhead ${formatBytes(overheadBytes)} = ${OVERHEAD_FRACTION * 100}% of weights`,
+    `floor ${formatBytes(floorBytes)}`,
+    `total ${formatBytes(totalBytes)}`,
+  ];
+  return { share, contextTokens, sequences, kvCacheType, kvCells, weightsBytes, kvBytes, outputWorkspaceBytes, overheadBytes, floorBytes, totalBytes, arithmetic };
+}
+
+/** An exact fit thrashes rather than runs, so admission is strict and keeps a margin. */
+export function admits(estimate: MemoryEstimate, freeBytes: number): boolean {
+  return estimate.totalBytes + FIT_MARGIN_BYTES < freeBytes;
+}
+
+/** Bytes a node needs free for `estimate` to be admitted (the smallest free figure that admits it, less one). */
+export function requiredFreeBytes(estimate: MemoryEstimate): number {
+  return estimate.totalBytes + FIT_MARGIN_BYTES + 1;
+}
+
+export interface CeilingOptions {
+  share?: LayerShare;
+  kvCacheType?: KvCacheType;
+}
+
+/**
+ * The largest context per sequence, a multiple of 256 no larger than the trained context (rounded
+ * down to 256, or 256 for a model trained on less), for which the share is admitted with `parallel`
+ * sequences on `freeBytes`; 0 when not even 256 tokens fit. Computed once from static inputs and
+ * stamped on the instance so every node and every request sees the same window.
+ */
+export function contextCeiling(facts: GgufFacts, freeBytes: number, parallel: number, options: CeilingOptions = {}): number {
+  const share = options.share ?? fullShare(facts);
+  const kvCacheType = options.kvCacheType ?? DEFAULT_KV_CACHE_TYPE;
+  const cap = Math.max(CONTEXT_STEP_TOKENS, Math.floor(facts.trainedContext / CONTEXT_STEP_TOKENS) * CONTEXT_STEP_TOKENS);
+  const at = (tokens: number): MemoryEstimate => estimateMemory(facts, share, { contextTokens: tokens, sequences: parallel, kvCacheType });
+  const smallest = at(CONTEXT_STEP_TOKENS);
+  const fixedBytes = smallest.totalBytes - smallest.kvBytes;
+  const perToken = kvBytesPerCell(facts, share, kvCacheType) * parallel;
+  // KV is linear in the context, so solve for it, then step down past any rounding of the ceil.
+  const room = freeBytes - FIT_MARGIN_BYTES - fixedBytes - 1;
+  let tokens = perToken === 0 ? cap : Math.min(cap, Math.floor(room / perToken / CONTEXT_STEP_TOKENS) * CONTEXT_STEP_TOKENS);
+  while (tokens >= CONTEXT_STEP_TOKENS && !admits(at(tokens), freeBytes)) tokens -= CONTEXT_STEP_TOKENS;
+  return tokens >= CONTEXT_STEP_TOKENS && admits(at(tokens), freeBytes) ? tokens : 0;
+}

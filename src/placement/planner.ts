@@ -1,0 +1,117 @@
+// The placement planner: card + GGUF facts + the cluster's nodes in, a plan or a typed error out. Pure.
+//
+// Shapes, in order of preference:
+// - single: one node holds the whole model (the one with most free memory, then best backend rank);
+// - replicas: N distinct nodes, each holding a full copy;
+// - pooled: no node can hold it (or min_nodes asks for more): a llama-server driver (most free memory)
+//   plus ggml-rpc-server donors (next most), as few as fit, layers split in proportion to what each
+//   node has left after its fixed costs (split.ts).
+// Every plan stamps its inputs (exclusions, replicas, min_nodes, context) so a re-placement (replan.ts)
+// honours them rather than searching the whole cluster again.
+
+import { placementError, type PlacementError } from './errors.js';
+import { admits, DEFAULT_KV_CACHE_TYPE, estimateMemory, fullShare } from './memory.js';
+import { byMemoryThenPreference, chooseBackend, isKnown, type ClusterNode, type KnownNode } from './nodes.js';
+import { buildPlan, describeAsk, describeShortfalls, fail, fullPlacement, memoryOptions, shortfallOf, singleSpeed, type Candidate, type PlanInput, type PlanOptions, type PlanResult, type Request } from './plan.js';
+import { planPooled } from './pooled.js';
+
+export { optionsOf, tensorSplitArg } from './plan.js';
+export type { Placement, PlacementRole, Plan, PlanInput, PlanOptions, PlanResult, RefusalState } from './plan.js';
+
+/** Context per sequence admitted when the card sets none (capped at the trained context). */
+export const DEFAULT_CONTEXT_TOKENS = 4096;
+/** More replicas than this is a mistake in the request, not a deployment. */
+export const MAX_REPLICAS = 64;
+
+function resolveRequest(input: PlanInput, options: PlanOptions): Request | PlacementError {
+  const { card, facts } = input;
+  const request: Request = {
+    contextTokens: options.contextTokens ?? card.runtime.context_size ?? Math.min(DEFAULT_CONTEXT_TOKENS, facts.trainedContext),
+    parallel: options.parallel ?? card.runtime.parallel,
+    replicas: options.replicas ?? 1,
+    minNodes: options.minNodes ?? card.runtime.min_nodes,
+    kvCacheType: options.kvCacheType ?? DEFAULT_KV_CACHE_TYPE,
+    exclusions: [...new Set(options.exclusions ?? [])].sort(),
+  };
+  for (const key of ['contextTokens', 'parallel', 'replicas', 'minNodes'] as const) {
+    if (!Number.isInteger(request[key]) || request[key] < 1) {
+      return placementError('INVALID_REQUEST', `${key} must be a positive integer, got ${request[key]}`);
+    }
+  }
+  if (request.replicas > MAX_REPLICAS) return placementError('INVALID_REQUEST', `at most ${MAX_REPLICAS} replicas, asked for ${request.replicas}`);
+  if (request.replicas > 1 && request.minNodes > 1) {
+    return placementError('INVALID_REQUEST', `replicas of a split are not supported: ask for ${request.replicas} replicas or min_nodes ${request.minNodes}, not both`);
+  }
+  return request;
+}
+
+/** Plans over nodes whose resources are known and not excluded. */
+function planOver(input: PlanInput, request: Request, known: readonly KnownNode[]): PlanResult {
+  const { card, facts } = input;
+  const candidates: Candidate[] = known.flatMap((node) => {
+    const backend = chooseBackend(card, node);
+    return backend ? [{ node, backend }] : [];
+  });
+  candidates.sort(byMemoryThenPreference);
+  if (candidates.length === 0) {
+    return fail(placementError('TOPOLOGY_GAP', `no node offers a backend ${card.id} can run on (${card.compatible_backends.join(', ')})`));
+  }
+  const full = estimateMemory(facts, fullShare(facts), memoryOptions(request));
+  const fitting = candidates.filter((c) => admits(full, c.node.freeBytes));
+  const singles = candidates.filter((c) => !admits(full, c.node.freeBytes)).map((c) => shortfallOf(c.node.nodeId, 'full', c.node.freeBytes, full));
+
+  if (request.replicas > 1) {
+    if (candidates.length < request.replicas) {
+      return fail(placementError('TOPOLOGY_GAP', `${request.replicas} replicas need ${request.replicas} nodes that can run ${card.id}; ${candidates.length} can`));
+    }
+    if (fitting.length < request.replicas) {
+      return fail(
+        placementError('MEMORY_SHORTFALL', `${request.replicas} replicas of ${describeAsk(card, request)} need ${request.replicas} nodes with room; ${fitting.length} have it: ${describeShortfalls(singles)}`, { single: singles }),
+      );
+    }
+    const chosen = fitting.slice(0, request.replicas);
+    const speeds = chosen.map((c) => singleSpeed(facts, c.node));
+    const slowest = speeds.reduce((a, b) => (b.tokPerS < a.tokPerS ? b : a));
+    const placements = chosen.map((c) => fullPlacement(input, request, c, full));
+    return { ok: true, plan: buildPlan(input, request, 'replicas', placements, slowest, []) };
+  }
+  const best = fitting[0];
+  if (request.minNodes === 1 && best !== undefined) {
+    return { ok: true, plan: buildPlan(input, request, 'single', [fullPlacement(input, request, best, full)], singleSpeed(facts, best.node), []) };
+  }
+  return planPooled(input, request, known, candidates, fitting, singles);
+}
+
+/**
+ * Plans `input.card` over `input.nodes`. Excluded nodes are treated as absent. Nodes that have not
+ * reported yet are set aside: a plan that works without them is returned (with a warning); one that
+ * does not becomes INFO_PENDING rather than a shortfall the missing reports might cure.
+ */
+export function planPlacement(input: PlanInput, options: PlanOptions = {}): PlanResult {
+  const request = resolveRequest(input, options);
+  if ('code' in request) return fail(request);
+  const { card } = input;
+  if (input.nodes.length === 0) return fail(placementError('TOPOLOGY_GAP', 'the cluster has no nodes'));
+  const excluded = new Set<string>(request.exclusions);
+  const usable = (node: ClusterNode): boolean => !isKnown(node) || chooseBackend(card, node) !== null;
+  const allowed = input.nodes.filter((node) => !excluded.has(node.nodeId));
+  if (input.nodes.some(usable) && !allowed.some(usable)) {
+    return fail(placementError('ALL_EXCLUDED', `every node that could run ${card.id} is excluded (${request.exclusions.join(', ')})`, { exclusions: request.exclusions }));
+  }
+  const known = allowed.filter(isKnown);
+  const pending = allowed.filter((node) => !isKnown(node)).map((node) => node.nodeId);
+  const result = known.length > 0 ? planOver(input, request, known) : null;
+  if (pending.length > 0 && (result === null || !result.ok)) {
+    const now = result === null ? 'no node has reported yet' : `with the nodes that have: ${result.error.message}`;
+    return fail(
+      placementError('INFO_PENDING', `${pending.length} node(s) have not reported their resources yet (${pending.join(', ')}); ${now}. Retry in a few seconds.`, {
+        pendingNodes: pending,
+        ...(result === null ? {} : { causes: [result.error] }),
+      }),
+    );
+  }
+  if (result === null) return fail(placementError('TOPOLOGY_GAP', `no node outside the exclusions can run ${card.id} (${card.compatible_backends.join(', ')})`));
+  if (!result.ok) return { ok: false, error: { ...result.error, exclusions: request.exclusions } };
+  if (pending.length > 0) result.plan.warnings.push(`placed without ${pending.length} node(s) that have not reported yet: ${pending.join(', ')}`);
+  return result;
+}
