@@ -6,6 +6,7 @@ const USAGE = `Usage: shoal <command> [options]
 Commands:
   run                 start a node (API on --api-port, default 52600)
   models generate     write a random-weight GGUF model (for tests and benchmarks)
+  doctor              check this machine (hardware, backends, engines, storage); --fix repairs
   status, token, invite, join, approve, decline, remove, leave, dissolve, nickname, make-host
                       talk to the node running from --data-dir (see 'shoal <command> --help')
 
@@ -23,6 +24,8 @@ async function main(argv: string[]): Promise<number> {
       console.error(`unknown models command '${sub ?? ''}'. Try: shoal models generate --help`);
       return 2;
     }
+    case 'doctor':
+      return (await import('./doctor.js')).doctorCommand(rest);
     case 'status':
     case 'token':
     case 'invite':
