@@ -77,6 +77,8 @@ export interface CoreCounters {
   reproposed: number;
   /** Terms this node claimed. */
   claims: number;
+  /** Higher-term claims this node answered with its own because the claimer lacked records it holds. */
+  contested: number;
 }
 
 export interface CoreView {
@@ -199,7 +201,7 @@ export class NodeCore {
   private fx: Effects | null = null;
   private startupEffects: Effect[] = [];
   private hashCache: { state: ClusterState; hash: string } | null = null;
-  private readonly counters: CoreCounters = { fenced: 0, invalid: 0, truncations: 0, reproposed: 0, claims: 0 };
+  private readonly counters: CoreCounters = { fenced: 0, invalid: 0, truncations: 0, reproposed: 0, claims: 0, contested: 0 };
 
   constructor(options: CoreOptions) {
     this.self = options.self;
@@ -515,14 +517,32 @@ export class NodeCore {
     if (message.nodeId !== from) return;
     this.peer(from).heartbeat = message;
     const claim = message.masterId === from;
+    if (this.contestsClaim(message.term, message.lastIdx, claim)) return;
     this.observeTerm(message.term, from, claim);
     if (claim && message.term === this.term) this.onMasterSignal(from, message.lastIdx, message.lastHash);
   }
 
   private onCoordinator(from: NodeId, message: CoordinatorMessage): void {
     const claim = message.masterId === from;
+    if (this.contestsClaim(message.term, message.lastIdx, claim)) return;
     this.observeTerm(message.term, from, claim);
     if (claim && message.term === this.term) this.onMasterSignal(from, message.lastIdx, message.lastHash);
+  }
+
+  /**
+   * A node that claims a higher term while holding fewer records than this one was paused or cut off
+   * and missed history this node holds: following it would cut acknowledged records (and re-propose at
+   * most what the command memory allows). This node claims a term above it instead; the claimer then
+   * follows the longer log and catches up. Equal or longer claimers win by term, as before.
+   */
+  private contestsClaim(term: number, claimerLastIdx: number, claim: boolean): boolean {
+    if (!claim || term <= this.term || this.departing !== null || this.role === 'standalone') return false;
+    if (this.log.lastIdx <= claimerLastIdx) return false;
+    if (this.member(this.self.nodeId) === undefined || this.log.state.dissolved) return false;
+    if (term > this.maxSeenTerm) this.maxSeenTerm = term;
+    this.counters.contested++;
+    this.claim();
+    return true;
   }
 
   private onEvent(from: NodeId, message: EventMessage): void {
