@@ -4,6 +4,12 @@ export interface CoreConfig {
   heartbeatIntervalMs: number;
   /** A follower that has not heard its master for this long (or lost its connection) starts an election. */
   masterTimeoutMs: number;
+  /**
+   * A gap this long between two ticks means this process itself was stopped (SIGSTOP, a sleeping
+   * laptop, a long pause): the silence was ours, so peers are not judged by it and no election starts
+   * until the master had a fair chance to be heard again.
+   */
+  stallThresholdMs: number;
   /** A member not heard from for this long is suspect (health only). */
   suspectAfterMs: number;
   /** A member not heard from for this long is pruned by the master (NodeTimedOut). */
@@ -43,6 +49,7 @@ export interface CoreConfig {
 export const DEFAULT_CORE_CONFIG: Readonly<CoreConfig> = Object.freeze({
   heartbeatIntervalMs: 2_000,
   masterTimeoutMs: 3_000,
+  stallThresholdMs: 2_000,
   suspectAfterMs: 10_000,
   pruneAfterMs: 30_000,
   electionAnswerTimeoutMs: 1_000,

@@ -328,34 +328,32 @@ describe('NodeCore', () => {
     assert.equal(a.core.view().state.members[nodeId(0)]!.nickname !== null, true);
   });
 
-  test('a follower that was paused and claims a term on waking does not cut the history it missed', () => {
+  test('a follower woken from a long stop follows the cluster instead of leading it with a stale log', () => {
     const net = cluster(2);
     const [a, b] = [net.node(0), net.node(1)];
     assert.equal(a.core.status().role, 'master');
-    // b is frozen (SIGSTOP): it hears nothing and says nothing while a decides many commands.
+    // b is frozen (SIGSTOP): no ticks, nothing heard, while a decides many commands.
     b.up = false;
     const decided = Array.from({ length: 40 }, (_, i) => net.submit(a, { type: 'SetNickname', nodeId: nodeId(0), nickname: `n${i}` }));
     net.advance(15_000);
     for (const id of decided) assert.equal(net.acks.get(id)?.ok, true, 'acknowledged while b was frozen');
-    const before = a.core.status().lastIdx;
-    // b wakes: its connection to a is gone and a looks silent, so it elects itself with its stale log.
+    const before = a.core.status();
+    const mark = a.effects.length;
+    // b wakes: its connection to a closed meanwhile; the redial brings it back a second later.
     b.up = true;
     net.link = (from, to) => !(from === a.id && to === b.id) && !(from === b.id && to === a.id);
     net.run(b, b.core.peerDown(a.id));
-    net.advance(3_000);
-    assert.equal(b.core.status().role, 'master', 'alone and stale, b leads itself');
-    // The link comes back: a holds records b lacks, so a contests instead of following b.
-    const mark = a.effects.length;
+    net.advance(1_000);
+    assert.notEqual(b.core.status().role, 'master', 'b did not take over on waking');
     net.link = () => true;
     net.run(a, a.core.peerUp(b.id));
     net.run(b, b.core.peerUp(a.id));
-    net.advance(10_000);
+    net.advance(6_000);
     assert.ok(net.converged());
-    const finalLog = net.masters()[0]!.store.records;
-    assert.ok(net.masters()[0]!.core.status().lastIdx >= before, 'nothing a decided was cut');
-    for (const id of decided) assert.equal(finalLog.filter((record) => record.origin?.commandId === id).length, 1, `${id} survives exactly once`);
-    assert.deepEqual(net.effectsOf(a, 'truncate', mark), [], 'a kept its log: re-proposal is bounded, so it must not be the plan');
-    assert.equal(a.core.view().counters.contested > 0, true);
+    assert.equal(net.masters()[0]!.id, a.id);
+    assert.equal(a.core.status().term, before.term, 'no election was needed');
+    assert.deepEqual(net.effectsOf(a, 'truncate', mark), [], 'a kept its log');
+    assert.ok(b.core.view().counters.stalls > 0);
   });
 
   test('a silent member is pruned at 30 s, not at 5 s, with the ages that decided it; it returns when heard again', () => {

@@ -77,8 +77,8 @@ export interface CoreCounters {
   reproposed: number;
   /** Terms this node claimed. */
   claims: number;
-  /** Higher-term claims this node answered with its own because the claimer lacked records it holds. */
-  contested: number;
+  /** Times this process woke from a stop long enough to have looked dead to itself. */
+  stalls: number;
 }
 
 export interface CoreView {
@@ -201,7 +201,10 @@ export class NodeCore {
   private fx: Effects | null = null;
   private startupEffects: Effect[] = [];
   private hashCache: { state: ClusterState; hash: string } | null = null;
-  private readonly counters: CoreCounters = { fenced: 0, invalid: 0, truncations: 0, reproposed: 0, claims: 0, contested: 0 };
+  /** When the last tick ran; a long gap before the next input means this process was stopped. */
+  private lastTickMs: number | null = null;
+  private electionHoldUntilMs = Number.NEGATIVE_INFINITY;
+  private readonly counters: CoreCounters = { fenced: 0, invalid: 0, truncations: 0, reproposed: 0, claims: 0, stalls: 0 };
 
   constructor(options: CoreOptions) {
     this.self = options.self;
@@ -316,6 +319,7 @@ export class NodeCore {
     const fx = new Effects();
     this.fx = fx;
     try {
+      this.noticeStall();
       if (this.startupEffects.length > 0) {
         for (const effect of this.startupEffects) fx.push(effect);
         this.startupEffects = [];
@@ -485,6 +489,27 @@ export class NodeCore {
     if (masterClaim) this.follow(from);
   }
 
+  /**
+   * Runs before every input: if this process was stopped (no tick for stallThresholdMs), every peer and
+   * the master went unheard because of us, not them. Their clocks of silence are moved forward by the
+   * gap, and elections wait one master timeout, so a node waking from SIGSTOP or sleep follows the
+   * cluster again instead of leading it with a stale log.
+   */
+  private noticeStall(): void {
+    if (this.lastTickMs === null) return;
+    const now = this.now();
+    const gap = now - this.lastTickMs;
+    if (gap < this.cfg.stallThresholdMs) return;
+    this.lastTickMs = now;
+    for (const peer of this.peers.values()) {
+      peer.lastHeardMs = Math.min(now, peer.lastHeardMs + gap);
+      if (peer.lastHeartbeatMs !== null) peer.lastHeartbeatMs = Math.min(now, peer.lastHeartbeatMs + gap);
+    }
+    this.lastHeardMasterMs = Math.min(now, this.lastHeardMasterMs + gap);
+    this.electionHoldUntilMs = now + this.cfg.masterTimeoutMs;
+    this.counters.stalls++;
+  }
+
   /** `from` proved it is the master of our current term (heartbeat, coordinator or event). */
   private onMasterSignal(from: NodeId, lastIdx: number, lastHash: string): void {
     if (this.role === 'master' || this.role === 'standalone') return;
@@ -517,32 +542,14 @@ export class NodeCore {
     if (message.nodeId !== from) return;
     this.peer(from).heartbeat = message;
     const claim = message.masterId === from;
-    if (this.contestsClaim(message.term, message.lastIdx, claim)) return;
     this.observeTerm(message.term, from, claim);
     if (claim && message.term === this.term) this.onMasterSignal(from, message.lastIdx, message.lastHash);
   }
 
   private onCoordinator(from: NodeId, message: CoordinatorMessage): void {
     const claim = message.masterId === from;
-    if (this.contestsClaim(message.term, message.lastIdx, claim)) return;
     this.observeTerm(message.term, from, claim);
     if (claim && message.term === this.term) this.onMasterSignal(from, message.lastIdx, message.lastHash);
-  }
-
-  /**
-   * A node that claims a higher term while holding fewer records than this one was paused or cut off
-   * and missed history this node holds: following it would cut acknowledged records (and re-propose at
-   * most what the command memory allows). This node claims a term above it instead; the claimer then
-   * follows the longer log and catches up. Equal or longer claimers win by term, as before.
-   */
-  private contestsClaim(term: number, claimerLastIdx: number, claim: boolean): boolean {
-    if (!claim || term <= this.term || this.departing !== null || this.role === 'standalone') return false;
-    if (this.log.lastIdx <= claimerLastIdx) return false;
-    if (this.member(this.self.nodeId) === undefined || this.log.state.dissolved) return false;
-    if (term > this.maxSeenTerm) this.maxSeenTerm = term;
-    this.counters.contested++;
-    this.claim();
-    return true;
   }
 
   private onEvent(from: NodeId, message: EventMessage): void {
@@ -869,6 +876,8 @@ export class NodeCore {
   /** Bully over the election order: ask; claim only if nobody who precedes us answers. */
   private startElection(): void {
     if (this.role === 'standalone' || this.role === 'master' || this.departing !== null) return;
+    // Just woken from a stall: the master gets a fair chance to be heard before anyone replaces it.
+    if (this.now() < this.electionHoldUntilMs) return;
     const me = this.member(this.self.nodeId);
     if (me === undefined || this.log.state.dissolved) return;
     this.lastElectionMs = this.now();
@@ -1240,6 +1249,7 @@ export class NodeCore {
   // ------------------------------------------------------------------ time
 
   private onTick(): void {
+    this.lastTickMs = this.now();
     if (this.role === 'standalone') return;
     const now = this.now();
     if (this.departing !== null) {
