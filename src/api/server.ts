@@ -8,6 +8,8 @@ import { ollamaRoutes, sendOllamaError } from './ollama/routes.js';
 import { openAIRoutes, sendOpenAIError } from './openai/routes.js';
 import type { NodeControl } from './control/control.js';
 import { controlRoutes, sendControlError } from './control/routes.js';
+import { modelsRoutes } from './control/models-routes.js';
+import type { ModelsService } from '../node/models-service.js';
 import { responsesRoutes } from './openai/responses/routes.js';
 
 export interface Health {
@@ -28,11 +30,13 @@ export interface ServerOptions {
   /** The node's control surface (cluster state and membership), behind the admin token. */
   control: NodeControl;
   adminToken: string;
+  /** Models on disk (hub search, cards, downloads, storage), behind the same admin token. */
+  models?: ModelsService;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 /** URL prefixes of Shoal's own control API, answered in its error shape. */
-const CONTROL_PREFIXES = ['/state', '/cluster/'];
+const CONTROL_PREFIXES = ['/state', '/cluster/', '/models', '/store/'];
 /** Oversized bodies up to this size are read and discarded so the client gets its 413. */
 export const MAX_DRAINED_BODY_BYTES = 64 * 1024 * 1024;
 /** How long an oversized upload may take to drain before the 413 goes out anyway. */
@@ -87,6 +91,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   });
 
   void app.register(controlRoutes, { control: options.control, adminToken: options.adminToken });
+  if (options.models) void app.register(modelsRoutes, { models: options.models, adminToken: options.adminToken });
   families.push({ owns: (url) => CONTROL_PREFIXES.some((prefix) => url.startsWith(prefix)), sendError: sendControlError });
   void app.register(anthropicRoutes, familyOptions);
   families.push({ owns: (url) => url.startsWith('/v1/messages'), sendError: sendAnthropicError });

@@ -6,6 +6,8 @@ const USAGE = `Usage: shoal <command> [options]
 Commands:
   run                 start a node (API on --api-port, default 52600)
   models generate     write a random-weight GGUF model (for tests and benchmarks)
+  models search|add|pull|ls|rm
+                      find GGUF models on the hub, add their cards, download, list and remove them
   doctor              check this machine (hardware, backends, engines, storage); --fix repairs
   status, token, invite, join, approve, decline, remove, leave, dissolve, nickname, make-host
                       talk to the node running from --data-dir (see 'shoal <command> --help')
@@ -21,7 +23,8 @@ async function main(argv: string[]): Promise<number> {
     case 'models': {
       const [sub, ...args] = rest;
       if (sub === 'generate') return (await import('./models-generate.js')).modelsGenerateCommand(args);
-      console.error(`unknown models command '${sub ?? ''}'. Try: shoal models generate --help`);
+      if (sub === 'search' || sub === 'add' || sub === 'pull' || sub === 'ls' || sub === 'rm') return (await import('./models-commands.js')).modelsCommand(sub, args);
+      console.error(`unknown models command '${sub ?? ''}'. Commands: generate, search, add, pull, ls, rm (see 'shoal models <command> --help')`);
       return 2;
     }
     case 'doctor':

@@ -13,6 +13,7 @@ import type { GpuChoice } from '../worker/runner/protocol.js';
 import { Worker } from '../worker/worker.js';
 import { ControlPlane } from './control-plane.js';
 import { LocalDispatcher } from './local-dispatcher.js';
+import { endpointFromEnv, ModelsService, reserveFromEnv } from './models-service.js';
 import { removeRunFiles, writeRunFiles } from './run-files.js';
 
 export interface NodeOptions {
@@ -70,6 +71,14 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   const name = options.name ?? hostname();
   await mkdir(options.dataDir, { recursive: true });
   const model = await resolveDefaultModel(options.defaultModel, options.dataDir, log);
+  // Models on disk: the hub store under the data dir, the hub from SHOAL_HF_ENDPOINT / HF_ENDPOINT.
+  const models = await ModelsService.open({
+    dataDir: options.dataDir,
+    log: log.child({ part: 'models' }),
+    endpoint: endpointFromEnv(),
+    reserveBytes: reserveFromEnv(),
+    inUse: () => worker.status().map((i) => i.modelId),
+  });
 
   const plane = await ControlPlane.start({
     log,
@@ -123,10 +132,11 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   };
 
   const adminToken = await writeRunFiles(options.dataDir, { pid: process.pid, apiPort: options.apiPort, startedAtMs: Date.now() });
-  const app = buildServer({ log, dispatcher: new LocalDispatcher(worker), health, maxBodyBytes: options.maxBodyBytes, apiKeys: options.apiKeys, control, adminToken });
+  const app = buildServer({ log, dispatcher: new LocalDispatcher(worker), health, maxBodyBytes: options.maxBodyBytes, apiKeys: options.apiKeys, control, adminToken, models });
   try {
     await app.listen({ port: options.apiPort, host: options.host });
   } catch (error) {
+    await models.close();
     await worker.stop();
     await plane.stop();
     await removeRunFiles(options.dataDir);
@@ -146,6 +156,7 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   const stop = async (): Promise<void> => {
     if (stopping) return;
     stopping = true;
+    await models.close();
     // Runners first: their streams end with a typed error, so open connections finish and close.
     await worker.stop();
     await app.close();

@@ -497,7 +497,18 @@ export class HubServer {
           rec.bodyBytes += piece.length;
           this.servedBytes.set(path, (this.servedBytes.get(path) ?? 0) + piece.length);
           if (last) endTransfer();
-          if (!ok && !closed) await new Promise<void>((r) => { res.once('drain', r); res.once('close', r); });
+          if (!ok && !closed) {
+            // Both listeners go once either fires, so a long body does not pile up close listeners.
+            await new Promise<void>((r) => {
+              const done = (): void => {
+                res.off('drain', done);
+                res.off('close', done);
+                r();
+              };
+              res.once('drain', done);
+              res.once('close', done);
+            });
+          }
         }
         offset += chunk.length;
         if (cutAt !== null && rec.bodyBytes >= cutAt) {

@@ -39,6 +39,8 @@ export interface StartOptions {
   waitReady?: boolean;
   readyTimeoutMs?: number;
   dataDir?: string;
+  /** Extra environment for the node process (over process.env). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export async function startTestNode(options: StartOptions = {}): Promise<TestNode> {
@@ -50,7 +52,7 @@ export async function startTestNode(options: StartOptions = {}): Promise<TestNod
     process.execPath,
     // Never mDNS in the host namespace: it would leak onto the real network.
     [CLI_PATH, 'run', '--api-port', String(port), '--p2p-port', String(p2pPort), '--no-mdns', '--host', '127.0.0.1', '--data-dir', dataDir, '--threads', '1', ...(options.args ?? [])],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SHOAL_LOG_LEVEL: process.env.SHOAL_LOG_LEVEL ?? 'info' } },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SHOAL_LOG_LEVEL: process.env.SHOAL_LOG_LEVEL ?? 'info', ...options.env } },
   );
   let output = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));

@@ -1,0 +1,107 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { ShoalError } from '../../common/errors.js';
+import { ModelsError, type ModelsErrorReason } from '../../models/hub/errors.js';
+import type { ModelsService } from '../../node/models-service.js';
+import { fromFastifyError } from '../fastify-errors.js';
+import { parseBody } from '../validation.js';
+import { controlStatus } from './errors.js';
+import { isLoopback } from './routes.js';
+
+export interface ModelsRoutesOptions {
+  models: ModelsService;
+  /** This start's admin token; callers not on loopback must present it (as for the control routes). */
+  adminToken: string;
+}
+
+function checkAdmin(request: FastifyRequest, adminToken: string): void {
+  if (isLoopback(request.socket.remoteAddress)) return;
+  const header = request.headers.authorization;
+  const presented = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim())?.[1] : undefined;
+  const expected = Buffer.from(adminToken);
+  const given = Buffer.from(presented ?? '');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    throw new ShoalError('UNAUTHORIZED', "model routes need this node's admin token from other machines: run 'shoal token' on the node and send it as 'Authorization: Bearer <token>'");
+  }
+}
+
+/** HTTP status per models failure: the hub's failures are a bad gateway, a full disk 507, a busy model 409. */
+const REASON_STATUS: Record<ModelsErrorReason, number> = {
+  HUB_UNREACHABLE: 502,
+  HUB_BAD_RESPONSE: 502,
+  HUB_AUTH_REQUIRED: 403,
+  REPO_NOT_FOUND: 404,
+  REVISION_NOT_FOUND: 404,
+  FILE_NOT_FOUND: 404,
+  NO_GGUF: 404,
+  CHECKSUM_MISMATCH: 502,
+  DOWNLOAD_FAILED: 502,
+  INSUFFICIENT_DISK: 507,
+  MODEL_IN_USE: 409,
+  INVALID_NAME: 400,
+};
+
+export function modelsStatus(error: ShoalError): number {
+  return error instanceof ModelsError ? REASON_STATUS[error.reason] : controlStatus(error);
+}
+
+/** `{error: {code, message}}` like every control route, plus `reason` for a models failure. */
+export function sendModelsError(reply: FastifyReply, error: ShoalError, status?: number): FastifyReply {
+  const code = status ?? modelsStatus(error);
+  if (code >= 500 && !(error instanceof ModelsError)) reply.log.error({ err: error.cause ?? error }, error.message);
+  return reply.code(code).send({ error: { code: error.code, message: error.message, ...(error instanceof ModelsError ? { reason: error.reason } : {}) } });
+}
+
+const SearchQuery = z.strictObject({
+  q: z.string({ error: "give the search as ?q=<model name, owner/repo or GGUF file name>" }).min(1, 'the search query is empty').max(500),
+  limit: z.coerce.number().int().min(1).max(100).optional(),
+});
+const AddBody = z.strictObject({
+  repo: z.string().min(1).max(1000),
+  file: z.string().min(1).max(1000).optional(),
+  quant: z.string().min(1).max(200).optional(),
+  revision: z.string().min(1).max(200).optional(),
+  pull: z.boolean().optional(),
+});
+const PullBody = z.strictObject({ id: z.string().min(1).max(200) });
+
+/** The model id of a `/models/<id>` URL (ids hold `/` and `:`; a client may also send them percent-encoded). */
+function idParam(request: FastifyRequest): string {
+  const raw = (request.params as Record<string, string | undefined>)['*'] ?? '';
+  let id = raw;
+  try {
+    id = decodeURIComponent(raw);
+  } catch {
+    // Already decoded, with a literal '%'.
+  }
+  if (id === '') throw new ShoalError('BAD_REQUEST', 'name the model: /models/<id>');
+  return id;
+}
+
+/** Models on disk: hub search, cards, downloads with progress, removal, and the storage report. */
+export async function modelsRoutes(app: FastifyInstance, options: ModelsRoutesOptions): Promise<void> {
+  const { models } = options;
+  app.setErrorHandler((error, _request, reply) => sendModelsError(reply, fromFastifyError(error)));
+  app.addHook('onRequest', async (request) => checkAdmin(request, options.adminToken));
+
+  app.get('/models', async () => models.list());
+  app.get('/models/search', async (request) => {
+    const query = parseBody(SearchQuery, request.query ?? {});
+    return models.search(query.q, query.limit);
+  });
+  app.post('/models/add', async (request, reply) => {
+    const result = await models.add(parseBody(AddBody, request.body));
+    return reply.code(result.created ? 201 : 200).send(result);
+  });
+  app.post('/models/pull', async (request, reply) => {
+    const { download, joined } = await models.pull(parseBody(PullBody, request.body).id);
+    return reply.code(202).send({ download, joined });
+  });
+  app.get('/models/downloads', async () => models.listDownloads());
+  app.get('/models/downloads/:id', async (request) => ({ download: models.getDownload((request.params as { id: string }).id) }));
+  app.delete('/models/downloads/:id', async (request) => ({ download: await models.cancel((request.params as { id: string }).id) }));
+  app.get('/models/*', async (request) => models.get(idParam(request)));
+  app.delete('/models/*', async (request) => models.remove(idParam(request)));
+  app.get('/store/storage', async () => models.storage());
+}
