@@ -195,7 +195,9 @@ export class LlamaCppEngine implements AsyncDisposable {
     const sequence = this.context.getSequence();
     try {
       const result = await this.decode(sequence, prompt.tokens, task, maxTokens, signal, {
-        grammar: () => grammarState,
+        // A grammar that may switch on mid-answer must be read per token; otherwise it is fixed, and a
+        // fixed value spares the library re-checking its sampler on every token.
+        grammar: lazyToolGrammar ? () => grammarState : grammarState,
         onText: (text, logprobs) => {
           const end = formatEnd ? formatEnd.push(text) : -1;
           const released = stops.push(end >= 0 ? text.slice(0, end) : text);
@@ -239,7 +241,10 @@ export class LlamaCppEngine implements AsyncDisposable {
     task: InferenceTask,
     maxTokens: number,
     signal: AbortSignal,
-    hooks: { grammar: () => LlamaGrammarEvaluationState | undefined; onText: (text: string, logprobs: TokenLogprob[]) => boolean },
+    hooks: {
+      grammar: LlamaGrammarEvaluationState | undefined | (() => LlamaGrammarEvaluationState | undefined);
+      onText: (text: string, logprobs: TokenLogprob[]) => boolean;
+    },
   ): Promise<{ reason: 'stop' | 'length'; completionTokens: number }> {
     const { temperature, topP, seed, presencePenalty, frequencyPenalty } = task.sampling;
     const generated: Token[] = [];
@@ -256,7 +261,7 @@ export class LlamaCppEngine implements AsyncDisposable {
         // Without a seed the library seeds from the wall clock in seconds, so identical requests in
         // the same second would sample identically.
         seed: seed ?? randomBytes(4).readUInt32LE(0),
-        grammarEvaluationState: hooks.grammar,
+        ...(hooks.grammar !== undefined ? { grammarEvaluationState: hooks.grammar } : {}),
         ...(presencePenalty !== 0 || frequencyPenalty !== 0
           ? { repeatPenalty: { punishTokens: () => generated, penalty: 1, presencePenalty, frequencyPenalty } }
           : {}),
