@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ShoalError } from '../../common/errors.js';
@@ -7,23 +6,12 @@ import type { ModelsService } from '../../node/models-service.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import { parseBody } from '../validation.js';
 import { controlStatus } from './errors.js';
-import { isLoopback } from './routes.js';
+import { checkAdmin } from './routes.js';
 
 export interface ModelsRoutesOptions {
   models: ModelsService;
   /** This start's admin token; callers not on loopback must present it (as for the control routes). */
   adminToken: string;
-}
-
-function checkAdmin(request: FastifyRequest, adminToken: string): void {
-  if (isLoopback(request.socket.remoteAddress)) return;
-  const header = request.headers.authorization;
-  const presented = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim())?.[1] : undefined;
-  const expected = Buffer.from(adminToken);
-  const given = Buffer.from(presented ?? '');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-    throw new ShoalError('UNAUTHORIZED', "model routes need this node's admin token from other machines: run 'shoal token' on the node and send it as 'Authorization: Bearer <token>'");
-  }
 }
 
 /** HTTP status per models failure: the hub's failures are a bad gateway, a full disk 507, a busy model 409. */

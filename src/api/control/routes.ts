@@ -20,14 +20,15 @@ export function isLoopback(address: string | undefined): boolean {
   return v4.startsWith('127.') || address === '::1';
 }
 
-function checkAdmin(request: FastifyRequest, adminToken: string): void {
+/** Loopback callers pass; anyone else must present this start's admin token. */
+export function checkAdmin(request: FastifyRequest, adminToken: string): void {
   if (isLoopback(request.socket.remoteAddress)) return;
   const header = request.headers.authorization;
   const presented = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim())?.[1] : undefined;
   const expected = Buffer.from(adminToken);
   const given = Buffer.from(presented ?? '');
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-    throw new ShoalError('UNAUTHORIZED', "control routes need this node's admin token from other machines: run 'shoal token' on the node and send it as 'Authorization: Bearer <token>'");
+    throw new ShoalError('UNAUTHORIZED', "control and model routes need this node's admin token from other machines: run 'shoal token' on the node and send it as 'Authorization: Bearer <token>'");
   }
 }
 
