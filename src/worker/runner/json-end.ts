@@ -1,6 +1,6 @@
 /**
  * Finds where a streamed JSON object or array ends. Grammars allow whitespace after a complete value
- * and a random or stubborn model may keep choosing it over end-of-text; the answer is complete the
+ * and a random or obstinate model may keep choosing it over end-of-text; the answer is complete the
  * moment the outermost bracket closes, so generation stops there. Incremental: each character is
  * looked at once.
  */
