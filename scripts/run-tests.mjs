@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 
 const tier = process.argv[2] ?? 'all';
-const roots = { unit: ['dist/src'], integration: ['dist/test/integration'], all: ['dist/src', 'dist/test'] }[tier];
+const roots = { unit: ['dist/src', 'dist/bench'], integration: ['dist/test/integration'], all: ['dist/src', 'dist/bench', 'dist/test'] }[tier];
 if (!roots) {
   console.error(`unknown test tier "${tier}": use unit, integration or all`);
   process.exit(2);
