@@ -111,10 +111,14 @@ describe('OpenAI API on a real node', () => {
   });
 
   test(`${PARALLEL} concurrent requests each get the same greedy text as alone`, async () => {
+    // llama.cpp's CPU kernels round differently for a batch of many sequences than for one, so on a
+    // random-weight model a near-tie between two tokens can flip late in a long answer (seen about
+    // once in four 48-token runs). Twelve tokens keep the check exact and meaningful: batching that
+    // mixed up sequences would differ from the first token.
     const prompts = Array.from({ length: PARALLEL }, (_, i) => `Question number ${i}: what is ${i} plus ${i}?`);
     const alone: string[] = [];
-    for (const prompt of prompts) alone.push((await client.chat.completions.create(greedy(prompt))).choices[0]!.message.content!);
-    const together = await Promise.all(prompts.map((prompt) => client.chat.completions.create(greedy(prompt))));
+    for (const prompt of prompts) alone.push((await client.chat.completions.create(greedy(prompt, { max_tokens: 12 }))).choices[0]!.message.content!);
+    const together = await Promise.all(prompts.map((prompt) => client.chat.completions.create(greedy(prompt, { max_tokens: 12 }))));
     assert.deepEqual(together.map((r) => r.choices[0]!.message.content), alone);
     assert.ok(new Set(alone).size > 1, 'different prompts give different answers');
   });
