@@ -1,16 +1,15 @@
 import '../src/polyfill.js';
 import type { ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { StatusView } from '../src/api/control/control.js';
-import { LogStore } from '../src/master/log/store.js';
 import { shoal } from '../test/support/cli.js';
 import { captureOutput, createLan, killGroup, netnsAvailable, waitForExit, type Captured, type Lan, type LanHost } from '../test/support/netns.js';
 import { CLI_PATH, startTestNode, type TestNode } from '../test/support/node-process.js';
+import { measureAppendRate } from './append-rate.js';
 import { summarize } from './stats.js';
 
 /**
@@ -531,40 +530,15 @@ async function failover(): Promise<Record<string, unknown>> {
 // ---------------------------------------------------------------------------------------------------
 // 3. Event append rate (the LogStore itself, as bench/log-append.ts)
 
-interface BenchRecord {
-  term: number;
-  idx: number;
-  hash: string;
-  event: { type: 'NicknameSet'; nodeId: string; nickname: string };
-  origin: { commandId: string } | null;
-}
-
 async function eventAppend(): Promise<Record<string, unknown>> {
   const appenders = 64;
-  const nodeId = '12D3KooWGzh8uDgKXeeGEqS2VJ5rA8mHWRvrW2tJmJnUKQ7z6Xcd';
-  const commandId = randomUUID();
-  const record = (idx: number): BenchRecord => ({ term: 3, idx, hash: '9f86d081884c7d659a2feaa0c55ad015', event: { type: 'NicknameSet', nodeId, nickname: 'gpu-box' }, origin: { commandId } });
   const runOnce = async (): Promise<{ eventsPerS: number; fsyncsPerS: number }> => {
-    const dir = await makeTempDir('shoal-bench-cp-log-');
-    let fsyncs = 0;
+    const parent = await makeTempDir('shoal-bench-cp-log-');
     try {
-      const store = await LogStore.open<BenchRecord>(dir, { onFsync: () => (fsyncs += 1) });
-      let next = 1;
-      let stop = false;
-      const worker = async (): Promise<void> => {
-        while (!stop) await store.append([record(next++)]);
-      };
-      const started = performance.now();
-      const timer = setTimeout(() => (stop = true), appendDurationMs);
-      await Promise.all(Array.from({ length: appenders }, worker));
-      const seconds = (performance.now() - started) / 1000;
-      clearTimeout(timer);
-      const appended = store.lastIdx();
-      await store.close();
-      return { eventsPerS: appended / seconds, fsyncsPerS: fsyncs / seconds };
+      return await measureAppendRate(parent, appenders, appendDurationMs);
     } finally {
-      await rm(dir, { recursive: true, force: true });
-      tempDirs.delete(dir);
+      await rm(parent, { recursive: true, force: true });
+      tempDirs.delete(parent);
     }
   };
   await runOnce(); // warm-up

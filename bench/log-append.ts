@@ -1,11 +1,8 @@
 import '../src/polyfill.js';
-import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { encodeRecord } from '../src/master/log/codec.js';
-import { LogStore } from '../src/master/log/store.js';
+import { benchRecord, measureAppendRate } from './append-rate.js';
 import { summarize } from './stats.js';
 
 /**
@@ -28,54 +25,14 @@ const durationMs = Number(values['duration-ms']);
 const appenderCounts = values.appenders.split(',').map(Number);
 const TARGET_EVENTS_PER_S = 20_000;
 
-interface BenchRecord {
-  term: number;
-  idx: number;
-  hash: string;
-  event: { type: 'NicknameSet'; nodeId: string; nickname: string };
-  origin: { commandId: string } | null;
-}
-
-const nodeId = '12D3KooWGzh8uDgKXeeGEqS2VJ5rA8mHWRvrW2tJmJnUKQ7z6Xcd';
-const commandId = randomUUID();
-const record = (idx: number): BenchRecord => ({
-  term: 3,
-  idx,
-  hash: '9f86d081884c7d659a2feaa0c55ad015',
-  event: { type: 'NicknameSet', nodeId, nickname: 'gpu-box' },
-  origin: { commandId },
-});
-
-async function runOnce(appenders: number): Promise<{ eventsPerS: number; fsyncsPerS: number }> {
-  const dir = await mkdtemp(join(values.dir, 'shoal-bench-log-'));
-  let fsyncs = 0;
-  try {
-    const store = await LogStore.open<BenchRecord>(dir, { onFsync: () => (fsyncs += 1) });
-    let next = 1;
-    let stop = false;
-    const worker = async (): Promise<void> => {
-      while (!stop) await store.append([record(next++)]);
-    };
-    const started = performance.now();
-    const timer = setTimeout(() => (stop = true), durationMs);
-    await Promise.all(Array.from({ length: appenders }, worker));
-    const seconds = (performance.now() - started) / 1000;
-    clearTimeout(timer);
-    const appended = store.lastIdx();
-    await store.close();
-    return { eventsPerS: appended / seconds, fsyncsPerS: fsyncs / seconds };
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
 
 const results = [];
 for (const appenders of appenderCounts) {
   const events: number[] = [];
   const fsyncs: number[] = [];
-  await runOnce(appenders); // warm-up
+  await measureAppendRate(values.dir, appenders, durationMs); // warm-up
   for (let i = 0; i < runs; i++) {
-    const r = await runOnce(appenders);
+    const r = await measureAppendRate(values.dir, appenders, durationMs);
     events.push(r.eventsPerS);
     fsyncs.push(r.fsyncsPerS);
   }
@@ -90,7 +47,7 @@ process.stdout.write(
   `${JSON.stringify(
     {
       benchmark: 'log-append',
-      recordBytes: encodeRecord(record(1_000_000)).length,
+      recordBytes: encodeRecord(benchRecord(1_000_000)).length,
       dir: values.dir,
       durationMs,
       runs,
