@@ -2,8 +2,9 @@
 // background with progress, removal, and the storage report. The /models and /store routes and the
 // `shoal models` commands are thin shells over this.
 
+import { writeFileAtomic } from '../common/atomic-file.js';
 import { randomUUID } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
 import { gguf } from '@huggingface/gguf';
 import { modelInfo } from '@huggingface/hub';
@@ -216,22 +217,6 @@ function unreachable(endpoint: string, why: string, cause?: unknown): ModelsErro
   });
 }
 
-async function writeAtomic(path: string, text: string): Promise<void> {
-  const tmp = `${path}.tmp-${process.pid}-${randomUUID().slice(0, 8)}`;
-  const handle = await open(tmp, 'w');
-  try {
-    await handle.writeFile(text);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  try {
-    await rename(tmp, path);
-  } catch (error) {
-    await unlink(tmp).catch(() => undefined);
-    throw error;
-  }
-}
 
 async function sizeOf(path: string): Promise<number | null> {
   try {
@@ -489,7 +474,7 @@ export class ModelsService {
     const text = renderCard(card, comments);
     parseCard(text, cardFile); // the catalog must accept what is written
     await mkdir(dir, { recursive: true });
-    await writeAtomic(cardFile, text);
+    await writeFileAtomic(cardFile, text);
     this.opts.log.info({ modelId: id, cardFile, revision: plan.revision }, 'model card written');
 
     const download = request.pull ? this.launch(id, plan.repo, plan.revision, plan.primaryPath, { ...plan, modelId: id }) : null;
@@ -578,7 +563,7 @@ export class ModelsService {
     if (!newComments.some((l) => l.startsWith(FACTS_LINE))) newComments.push(factsLine(read.facts));
     const next = renderCard(card, newComments);
     parseCard(next, entry.origin);
-    if (next !== text) await writeAtomic(entry.origin, next);
+    if (next !== text) await writeFileAtomic(entry.origin, next);
   }
 
   // ---- downloads -------------------------------------------------------------------------------

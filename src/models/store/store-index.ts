@@ -1,7 +1,8 @@
 // index.json: what the store holds (complete copies, and downloads under way or interrupted), with
 // last-used times for LRU eviction. Written atomically (temp file, fsync, rename).
 
-import { open, readFile, rename, unlink } from 'node:fs/promises';
+import { writeFileAtomic } from '../../common/atomic-file.js';
+import { readFile, rename } from 'node:fs/promises';
 import { z } from 'zod';
 
 const hex64 = z.string().regex(/^[0-9a-f]{64}$/);
@@ -73,18 +74,5 @@ export async function loadIndex(path: string, now: number): Promise<{ index: Sto
 }
 
 export async function saveIndex(path: string, index: StoreIndex): Promise<void> {
-  const tmp = `${path}.tmp-${process.pid}`;
-  const handle = await open(tmp, 'w');
-  try {
-    await handle.writeFile(JSON.stringify(index, null, 1));
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  try {
-    await rename(tmp, path);
-  } catch (error) {
-    await unlink(tmp).catch(() => undefined);
-    throw error;
-  }
+  await writeFileAtomic(path, JSON.stringify(index, null, 1));
 }
