@@ -249,6 +249,7 @@ export class StreamChannel<In = unknown> implements FrameChannel<In> {
   private readonly decoder: FrameDecoder;
   private readonly maxMessageBytes: number;
   private paused = false;
+  private resuming = false;
 
   constructor(
     private readonly stream: Stream,
@@ -277,14 +278,10 @@ export class StreamChannel<In = unknown> implements FrameChannel<In> {
         stream.abort(failure);
         return;
       }
-      if (this.queue.length >= HIGH_WATER_FRAMES && !this.paused) {
-        try {
-          stream.pause();
-          this.paused = true;
-        } catch {
-          // the readable end is already closing; nothing more will arrive
-        }
-      }
+      // Inside resume() the stream dispatches its buffer before it re-opens yamux's window; pausing
+      // then would be undone by that re-opening and let the remote overrun the read buffer, so the
+      // pause waits until resume() has returned.
+      if (!this.resuming) this.pauseIfFull();
     });
     stream.addEventListener('end', () => {
       // A reset or an abort emits 'end' too, just before the 'close' event that carries its error.
@@ -344,14 +341,28 @@ export class StreamChannel<In = unknown> implements FrameChannel<In> {
     this.stream.abort(error);
   }
 
+  private pauseIfFull(): void {
+    if (this.queue.length < HIGH_WATER_FRAMES || this.paused) return;
+    try {
+      this.stream.pause();
+      this.paused = true;
+    } catch {
+      // the readable end is already closing; nothing more will arrive
+    }
+  }
+
   private resumeIfPaused(): void {
     if (!this.paused) return;
     this.paused = false;
+    this.resuming = true;
     try {
       this.stream.resume();
     } catch {
       // closed meanwhile
+    } finally {
+      this.resuming = false;
     }
+    this.pauseIfFull();
   }
 
   private finish(): void {
