@@ -15,6 +15,10 @@ export const ERROR_CODES = [
   'QUEUE_FULL',
   'RUNNER_CRASHED',
   'RUNNER_STOPPED',
+  /** The node or instance serving a request went away mid-request (node died, instance deleted, link lost). */
+  'INSTANCE_LOST',
+  /** A model could not be placed (or re-placed); the message carries the planner's typed reason. */
+  'PLACEMENT_FAILED',
   'CANCELLED',
   'PAYLOAD_TOO_LARGE',
   /** The event log on disk is damaged in the middle; the message names the file, offset and what to do. */

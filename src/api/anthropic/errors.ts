@@ -32,6 +32,7 @@ export function toAnthropicError(error: ShoalError): MappedError {
   });
   switch (error.code) {
     case 'BAD_REQUEST':
+    case 'PLACEMENT_FAILED':
     case 'UNSUPPORTED_PARAMETER':
     case 'CONTEXT_OVERFLOW':
     case 'CAPABILITY_MISSING':
@@ -51,6 +52,7 @@ export function toAnthropicError(error: ShoalError): MappedError {
       return mapped(OVERLOADED_STATUS, 'overloaded_error', { 'retry-after': '2' });
     // An instance being stopped is drained capacity; a retry lands on another instance.
     case 'RUNNER_STOPPED':
+    case 'INSTANCE_LOST':
       return mapped(OVERLOADED_STATUS, 'overloaded_error', { 'retry-after': '1' });
     case 'RUNNER_CRASHED':
       return mapped(500, 'api_error', { 'retry-after': '1' });

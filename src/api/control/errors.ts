@@ -29,7 +29,10 @@ export function controlStatus(error: ShoalError): number {
     case 'MODEL_LOADING':
     case 'MODEL_FAILED':
     case 'RUNNER_STOPPED':
+    case 'INSTANCE_LOST':
       return 503;
+    case 'PLACEMENT_FAILED':
+      return 409;
     default:
       return assertNever(error.code, 'error code');
   }

@@ -16,6 +16,7 @@ export function toOllamaError(error: ShoalError): MappedOllamaError {
   const mapped = (status: number, headers: Record<string, string> = {}): MappedOllamaError => ({ status, body: { error: error.message }, headers });
   switch (error.code) {
     case 'BAD_REQUEST':
+    case 'PLACEMENT_FAILED':
     case 'UNSUPPORTED_PARAMETER':
     case 'CONTEXT_OVERFLOW':
     case 'CAPABILITY_MISSING':
@@ -35,6 +36,7 @@ export function toOllamaError(error: ShoalError): MappedOllamaError {
       return mapped(503);
     case 'RUNNER_CRASHED':
     case 'RUNNER_STOPPED':
+    case 'INSTANCE_LOST':
       return mapped(503, { 'retry-after': '1' });
     case 'CANCELLED':
       // Nobody reads this: the client went away. 499 keeps logs honest.

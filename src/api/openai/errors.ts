@@ -19,6 +19,8 @@ export function toOpenAIError(error: ShoalError): MappedError {
   switch (error.code) {
     case 'BAD_REQUEST':
       return { status: 400, body: body('invalid_request_error', null), headers: {} };
+    case 'PLACEMENT_FAILED':
+      return { status: 409, body: body('invalid_request_error', 'placement_failed'), headers: {} };
     case 'UNSUPPORTED_PARAMETER':
       return { status: 400, body: body('invalid_request_error', 'unsupported_parameter'), headers: {} };
     case 'CONTEXT_OVERFLOW':
@@ -43,6 +45,8 @@ export function toOpenAIError(error: ShoalError): MappedError {
       return { status: 503, body: body('server_error', 'runner_crashed'), headers: { 'retry-after': '1' } };
     case 'RUNNER_STOPPED':
       return { status: 503, body: body('server_error', 'instance_stopped'), headers: { 'retry-after': '1' } };
+    case 'INSTANCE_LOST':
+      return { status: 503, body: body('server_error', 'instance_lost'), headers: { 'retry-after': '1' } };
     case 'CANCELLED':
       // Nobody reads this: the client went away. 499 keeps logs honest.
       return { status: 499, body: body('invalid_request_error', 'cancelled'), headers: {} };
