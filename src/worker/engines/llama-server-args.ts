@@ -1,0 +1,110 @@
+// The command line of a managed llama-server. Flags come and go between llama.cpp versions, so the
+// optional ones are used only when the binary's own `--help` lists them.
+
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const HELP_TIMEOUT_MS = 15_000;
+
+export interface LlamaServerFeatures {
+  /** `--kv-unified`: one KV buffer shared by all slots. */
+  kvUnified: boolean;
+  /** `--kv-unified-per-slot N`: caps each slot's context inside the shared buffer. */
+  kvUnifiedPerSlot: boolean;
+  /** `--no-webui` (older) or `--no-ui` (newer): the flag that turns the web UI off, if any. */
+  noWebUiFlag: string | null;
+  /** `--cache-ram`: the host-memory prompt cache, on by default (8 GiB) in newer builds. */
+  cacheRam: boolean;
+  /** `--fit`: automatic shrinking of unset options to fit device memory. */
+  fit: boolean;
+  /** `--no-slots`: turns off the /slots endpoint, which shows prompts. */
+  noSlots: boolean;
+  /** `--jinja`: the template engine that renders tools and reasoning. */
+  jinja: boolean;
+}
+
+/** Reads the features a build supports from its `--help` text. */
+export function parseServerHelp(help: string): LlamaServerFeatures {
+  const has = (flag: string): boolean => new RegExp(`(^|[\\s,])${flag.replace(/[-]/g, '\\-')}(?=[\\s,=]|$)`, 'm').test(help);
+  return {
+    kvUnified: has('--kv-unified'),
+    kvUnifiedPerSlot: has('--kv-unified-per-slot'),
+    noWebUiFlag: has('--no-webui') ? '--no-webui' : has('--no-ui') ? '--no-ui' : null,
+    cacheRam: has('--cache-ram'),
+    fit: has('--fit'),
+    noSlots: has('--no-slots'),
+    jinja: has('--jinja'),
+  };
+}
+
+const featureCache = new Map<string, Promise<LlamaServerFeatures>>();
+
+/** Runs `<binary> --help` once per binary path and process. */
+export function probeServerFeatures(binaryPath: string): Promise<LlamaServerFeatures> {
+  let features = featureCache.get(binaryPath);
+  if (!features) {
+    features = run(binaryPath, ['--help'], { encoding: 'utf8', timeout: HELP_TIMEOUT_MS, maxBuffer: 8 * 1024 * 1024 }).then(
+      ({ stdout, stderr }) => parseServerHelp(`${stdout}\n${stderr}`),
+      (error: unknown) => {
+        // Some builds exit non-zero after printing help; the text is still good.
+        const e = error as { stdout?: string; stderr?: string; code?: unknown };
+        const text = `${e.stdout ?? ''}\n${e.stderr ?? ''}`;
+        if (text.includes('--ctx-size')) return parseServerHelp(text);
+        throw error;
+      },
+    );
+    featureCache.set(binaryPath, features);
+    features.catch(() => featureCache.delete(binaryPath));
+  }
+  return features;
+}
+
+/** More layers than any model has: "all of them" for `-ngl`. */
+export const ALL_LAYERS = 999;
+
+export interface ServerArgsInput {
+  modelPath: string;
+  port: number;
+  threads: number;
+  /** Tokens of context per slot. */
+  contextTokens: number;
+  parallel: number;
+  /** Tokens of the KV cache shared by all slots (`-c`). */
+  kvTokens: number;
+  /** Layers on devices (GPUs, RPC donors); the rest stay on this process's CPU. */
+  gpuLayers: number;
+  rpcServers: readonly string[];
+  tensorSplit: string | null;
+  embeddings: boolean;
+}
+
+export function llamaServerArgs(input: ServerArgsInput, features: LlamaServerFeatures): string[] {
+  const args = [
+    '-m', input.modelPath,
+    '--host', '127.0.0.1',
+    '--port', String(input.port),
+    // Always explicit: llama.cpp's default thread count oversubscribes small machines badly.
+    '-t', String(input.threads),
+    '-tb', String(input.threads),
+    '--parallel', String(input.parallel),
+    '-c', String(input.kvTokens),
+    '-ngl', String(input.gpuLayers),
+  ];
+  if (features.kvUnified) args.push('--kv-unified');
+  if (features.kvUnifiedPerSlot) args.push('--kv-unified-per-slot', String(input.contextTokens));
+  if (input.rpcServers.length > 0) args.push('--rpc', input.rpcServers.join(','));
+  if (input.tensorSplit !== null) args.push('--tensor-split', input.tensorSplit);
+  if (features.noWebUiFlag) args.push(features.noWebUiFlag);
+  // Memory must be what placement admitted: no host-RAM prompt cache, no silent shrinking.
+  if (features.cacheRam) args.push('--cache-ram', '0');
+  if (features.fit) args.push('--fit', 'off');
+  if (features.noSlots) args.push('--no-slots');
+  // Chat templates that render tools and reasoning need the Jinja engine (default on in newer builds).
+  if (features.jinja) args.push('--jinja');
+  if (input.embeddings) {
+    // An embedding is computed in one physical batch, so the batch must hold a whole input.
+    args.push('--embeddings', '-b', String(input.contextTokens), '-ub', String(input.contextTokens));
+  }
+  return args;
+}
