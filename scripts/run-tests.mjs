@@ -1,14 +1,20 @@
 #!/usr/bin/env node
 // Runs node's built-in test runner over the compiled tests. Node 20's `--test` takes no globs, so the
-// files are found here. Usage: node scripts/run-tests.mjs [unit|integration|all] (default all).
+// files are found here. Usage: node scripts/run-tests.mjs [unit|integration|browser|all] (default all).
+// dist/dashboard holds the tests of the dashboard's pure helpers (dashboard/src/lib, built by the root tsc).
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 
 const tier = process.argv[2] ?? 'all';
-const roots = { unit: ['dist/src', 'dist/bench'], integration: ['dist/test/integration'], all: ['dist/src', 'dist/bench', 'dist/test'] }[tier];
+const roots = {
+  unit: ['dist/src', 'dist/bench', 'dist/dashboard'],
+  integration: ['dist/test/integration'],
+  browser: ['dist/test/browser'],
+  all: ['dist/src', 'dist/bench', 'dist/dashboard', 'dist/test'],
+}[tier];
 if (!roots) {
-  console.error(`unknown test tier "${tier}": use unit, integration or all`);
+  console.error(`unknown test tier "${tier}": use unit, integration, browser or all`);
   process.exit(2);
 }
 

@@ -1,0 +1,155 @@
+// The cluster as a graph: members as boxes (this node and the master marked, memory, CPU and GPU use,
+// a health ring whose hover text says what is wrong and what to do), lines for the links between
+// them, and nodes seen on the network but not in the cluster as dashed boxes off to the side.
+
+import type { ReactNode } from 'react';
+import { circleLayout } from '../lib/chart.js';
+import { formatBytes, formatPercent, shortId } from '../lib/format.js';
+import type { NodeHealth, NodeResources, StateView } from '../lib/types.js';
+import { HEALTH_WORDS } from '../lib/words.js';
+import { healthTitle } from './Bits.js';
+
+interface GraphNode {
+  nodeId: string;
+  name: string;
+  isSelf: boolean;
+  isMaster: boolean;
+  health: NodeHealth;
+  member: boolean;
+  fingerprint: string;
+}
+
+const BOX_W = 176;
+const BOX_H = 104;
+
+export interface Usage {
+  memory: number | null;
+  cpu: number | null;
+  gpu: number | null;
+  text: { memory: string; cpu: string; gpu: string };
+}
+
+export function usageOf(resources: NodeResources | undefined): Usage {
+  if (!resources) return { memory: null, cpu: null, gpu: null, text: { memory: 'not reported', cpu: 'not reported', gpu: 'not reported' } };
+  const { memory, cpu, gpus } = resources;
+  // Readings older than a few telemetry beats (2 s each) are shown with their age.
+  const age = resources.ageMs > 10_000 ? ` (${Math.round(resources.ageMs / 1000)} s old)` : '';
+  const usedMemory = memory.totalBytes - memory.availableBytes;
+  const gpuTotal = gpus.reduce((s, g) => s + g.totalBytes, 0);
+  const gpuUsed = gpus.reduce((s, g) => s + g.usedBytes, 0);
+  return {
+    memory: memory.totalBytes > 0 ? usedMemory / memory.totalBytes : null,
+    cpu: cpu.loadPct / 100,
+    gpu: gpuTotal > 0 ? gpuUsed / gpuTotal : null,
+    text: {
+      memory: `${formatBytes(usedMemory)} of ${formatBytes(memory.totalBytes)}${age}`,
+      cpu: `${Math.round(cpu.loadPct)}% of ${cpu.cores} cores${age}`,
+      gpu: gpus.length === 0 ? 'no GPU' : `${formatBytes(gpuUsed)} of ${formatBytes(gpuTotal)} (${gpus.map((g) => g.name).join(', ')})${age}`,
+    },
+  };
+}
+
+function graphNodes(state: StateView): GraphNode[] {
+  const members: GraphNode[] =
+    state.members.length > 0
+      ? state.members.map((m) => ({ nodeId: m.nodeId, name: m.nickname ?? m.name, isSelf: m.isSelf, isMaster: m.isMaster, health: m.health, member: true, fingerprint: m.fingerprint }))
+      : [{ nodeId: state.nodeId, name: state.name, isSelf: true, isMaster: false, health: state.health, member: true, fingerprint: state.fingerprint }];
+  // This node first, so it sits at the top of the circle.
+  members.sort((a, b) => Number(b.isSelf) - Number(a.isSelf));
+  return members;
+}
+
+/** Pairs of node ids joined by a line: the links the node reports, else every pair of live members. */
+function edges(state: StateView, nodes: GraphNode[]): [string, string][] {
+  const ids = new Set(nodes.map((n) => n.nodeId));
+  if (Array.isArray(state.links)) {
+    const out: [string, string][] = [];
+    for (const link of state.links) {
+      const pair: [string, string] = typeof link === 'string' ? [state.nodeId, link] : [link.from, link.to];
+      if (ids.has(pair[0]) && ids.has(pair[1])) out.push(pair);
+    }
+    return out;
+  }
+  const out: [string, string][] = [];
+  for (let i = 0; i < nodes.length; i += 1) for (let j = i + 1; j < nodes.length; j += 1) out.push([nodes[i]!.nodeId, nodes[j]!.nodeId]);
+  return out;
+}
+
+function Bar({ x, y, label, fraction, text }: { x: number; y: number; label: string; fraction: number | null; text: string }): ReactNode {
+  const width = BOX_W - 80;
+  const f = fraction === null ? 0 : Math.max(0, Math.min(1, fraction));
+  const tone = f > 0.9 ? 'bad' : f > 0.75 ? 'warn' : 'ok';
+  return (
+    <g transform={`translate(${x},${y})`}>
+      <title>{`${label}: ${text}`}</title>
+      <text className="topo-small" x={0} y={7}>
+        {label}
+      </text>
+      <rect className="topo-track" x={30} y={0} width={width} height={8} rx={3} />
+      {fraction !== null && <rect className={`topo-fill tone-${tone}`} x={30} y={0} width={width * f} height={8} rx={3} />}
+      <text className="topo-small" x={width + 33} y={7}>
+        {fraction === null ? '–' : formatPercent(fraction)}
+      </text>
+    </g>
+  );
+}
+
+export function Topology({ state }: { state: StateView }): ReactNode {
+  const nodes = graphNodes(state);
+  const ghosts = state.discovered;
+  const n = nodes.length;
+  const width = n <= 2 ? 520 : 640;
+  const height = n <= 2 ? 150 : n <= 4 ? 400 : 480;
+  const margin = BOX_H / 2 + 16;
+  const positions = n === 2 ? [{ x: 120, y: height / 2 }, { x: width - 120, y: height / 2 }] : circleLayout(n, width, height, margin);
+  const at = new Map(nodes.map((node, i) => [node.nodeId, positions[i]!]));
+  const ghostH = ghosts.length > 0 ? 80 : 0;
+  const health = new Map(nodes.map((node) => [node.nodeId, node.health.level]));
+
+  return (
+    <svg className="topology" style={{ maxWidth: width * 1.25 }} viewBox={`0 0 ${width} ${height + ghostH}`} role="img" aria-label={`Cluster topology: ${n} member${n === 1 ? '' : 's'}`} data-members={state.members.length}>
+      {edges(state, nodes).map(([a, b]) => {
+        const pa = at.get(a)!;
+        const pb = at.get(b)!;
+        const down = [a, b].some((id) => health.get(id) === 'suspect' || health.get(id) === 'pruned');
+        return <line key={`${a}-${b}`} className={down ? 'topo-edge down' : 'topo-edge'} x1={pa.x} y1={pa.y} x2={pb.x} y2={pb.y} data-edge={`${a} ${b}`} />;
+      })}
+      {nodes.map((node) => {
+        const p = at.get(node.nodeId)!;
+        const usage = usageOf(state.resources?.[node.nodeId]);
+        const title = `${node.name} (${node.nodeId})\nFingerprint ${node.fingerprint}\n${HEALTH_WORDS[node.health.level] ?? node.health.level}${node.health.reasons.length ? `\n\n${healthTitle(node.health)}` : ''}`;
+        return (
+          <g key={node.nodeId} transform={`translate(${p.x - BOX_W / 2},${p.y - BOX_H / 2})`} className={`topo-node health-${node.health.level}`} data-member={node.nodeId} data-self={node.isSelf || undefined} data-master={node.isMaster || undefined}>
+            <title>{title}</title>
+            <rect className="topo-box" width={BOX_W} height={BOX_H} rx={10} />
+            <circle className={`topo-dot health-${node.health.level}`} cx={14} cy={16} r={6} />
+            <text className="topo-name" x={26} y={21}>
+              {node.name.length > 16 ? `${node.name.slice(0, 15)}…` : node.name}
+            </text>
+            <text className="topo-tags" x={12} y={40}>
+              {[node.isSelf ? 'This node' : null, node.isMaster ? '★ Master' : null].filter(Boolean).join(' · ') || shortId(node.nodeId)}
+            </text>
+            <Bar x={12} y={52} label="MEM" fraction={usage.memory} text={usage.text.memory} />
+            <Bar x={12} y={68} label="CPU" fraction={usage.cpu} text={usage.text.cpu} />
+            <Bar x={12} y={84} label="GPU" fraction={usage.gpu} text={usage.text.gpu} />
+          </g>
+        );
+      })}
+      {ghosts.map((ghost, i) => {
+        const w = Math.min(150, (width - 20) / Math.max(1, ghosts.length) - 10);
+        return (
+          <g key={ghost.nodeId} transform={`translate(${10 + i * (w + 10)},${height + 14})`} className="topo-ghost" data-discovered={ghost.nodeId}>
+            <title>{`${ghost.name} is on this network but not in the cluster.\nFingerprint ${ghost.fingerprint}`}</title>
+            <rect width={w} height={52} rx={10} />
+            <text className="topo-name" x={10} y={22}>
+              {ghost.name.length > 14 ? `${ghost.name.slice(0, 13)}…` : ghost.name}
+            </text>
+            <text className="topo-small" x={10} y={40}>
+              on the network
+            </text>
+          </g>
+        );
+      })}
+    </svg>
+  );
+}
