@@ -9,6 +9,7 @@ import { openAIRoutes, sendOpenAIError } from './openai/routes.js';
 import type { NodeControl } from './control/control.js';
 import { controlRoutes, sendControlError } from './control/routes.js';
 import { modelsRoutes } from './control/models-routes.js';
+import { placementRoutes, type PlacementControl } from './control/placement-routes.js';
 import type { ModelsService } from '../node/models-service.js';
 import { responsesRoutes } from './openai/responses/routes.js';
 
@@ -32,11 +33,13 @@ export interface ServerOptions {
   adminToken: string;
   /** Models on disk (hub search, cards, downloads, storage), behind the same admin token. */
   models?: ModelsService;
+  /** Placing and ending model instances, behind the same admin token. */
+  placement?: PlacementControl;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 /** URL prefixes of Shoal's own control API, answered in its error shape. */
-const CONTROL_PREFIXES = ['/state', '/cluster/', '/models', '/store/'];
+const CONTROL_PREFIXES = ['/state', '/cluster/', '/models', '/store/', '/place_instance', '/instance/', '/metrics/', '/logs', '/events'];
 /** Oversized bodies up to this size are read and discarded so the client gets its 413. */
 export const MAX_DRAINED_BODY_BYTES = 64 * 1024 * 1024;
 /** How long an oversized upload may take to drain before the 413 goes out anyway. */
@@ -92,6 +95,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
 
   void app.register(controlRoutes, { control: options.control, adminToken: options.adminToken });
   if (options.models) void app.register(modelsRoutes, { models: options.models, adminToken: options.adminToken });
+  if (options.placement) void app.register(placementRoutes, { placement: options.placement, adminToken: options.adminToken });
   families.push({ owns: (url) => CONTROL_PREFIXES.some((prefix) => url.startsWith(prefix)), sendError: sendControlError });
   void app.register(anthropicRoutes, familyOptions);
   families.push({ owns: (url) => url.startsWith('/v1/messages'), sendError: sendAnthropicError });

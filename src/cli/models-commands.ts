@@ -3,6 +3,7 @@ import { isShoalError } from '../common/errors.js';
 import { formatBytes, renderProgressLine } from '../models/store/progress.js';
 import type { AddResult, DownloadView, ModelListView, ModelView, RemoveResult, SearchView } from '../node/models-service.js';
 import { connectToNode, type NodeClient } from './client.js';
+import { instancesText } from './instance-commands.js';
 
 /**
  * `shoal models search|add|pull|ls|rm`: thin calls to the /models routes of the node running from
@@ -77,7 +78,7 @@ const SUBS: Record<string, Sub> = {
     options: COMMON,
     run: async (p) => {
       const view = await (await connectToNode(p.dataDir)).call<ModelListView>('GET', '/models');
-      print(p.json ? view : formatList(view));
+      print(p.json ? view : `${formatList(view)}\n\n${await instancesText(p.dataDir)}`);
       return 0;
     },
   },

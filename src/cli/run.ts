@@ -4,6 +4,7 @@ import { physicalCoreCount } from '../common/cpu.js';
 import { createLogger } from '../common/log.js';
 import { resolveDataDir } from '../common/paths.js';
 import { startNode } from '../node/node.js';
+import { LogRing } from '../dashboard/log-ring.js';
 import { GpuChoice, MAX_CONTEXT_TOKENS, MAX_SEQUENCES, MAX_THREADS } from '../worker/runner/protocol.js';
 
 const HELP = `Usage: shoal run [options]
@@ -22,9 +23,12 @@ Options:
   --gpu <auto|false|cuda|vulkan|metal>   compute backend (default auto)
   --context-size <tokens>  context per concurrent request (default 4096, capped at the model's)
   --parallel <n>           concurrent requests per instance, batched together (default 8)
+  --memory-budget <size>   most memory placement may use on this node, e.g. 6GiB or 512MiB
+                           (default: whatever is available); keeps room for other work
   --p2p-port <port>        cluster (libp2p) port (default 52601)
   --no-mdns                do not look for other nodes on the LAN by mDNS
   --bootstrap <multiaddr>  dial this address at start (repeatable), for networks mDNS does not reach
+  --headless               serve the API only, without the dashboard web app at /
   --api-key <key>          require this key on every /v1 and /api route (repeatable; also SHOAL_API_KEYS,
                            comma-separated). Default: no key needed
   -h, --help               show this help`;
@@ -38,6 +42,18 @@ function positiveInt(name: string, value: string | undefined, fallback: number, 
   if (!Number.isInteger(n) || n < 0 || (n === 0 && !name.endsWith('port'))) throw new Error(`--${name} must be a positive integer, got '${value}'`);
   if (n > max) throw new Error(`--${name} can be at most ${max}, got ${n}`);
   return n;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, b: 1, k: 1e3, kb: 1e3, kib: 2 ** 10, m: 1e6, mb: 1e6, mib: 2 ** 20, g: 1e9, gb: 1e9, gib: 2 ** 30, t: 1e12, tb: 1e12, tib: 2 ** 40 };
+
+/** `6GiB`, `512MiB`, `2.5G`, `1000000`: decimal units are powers of 1000, binary ones of 1024. */
+export function parseSize(name: string, value: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
+  const unit = match ? SIZE_UNITS[(match[2] ?? '').toLowerCase()] : undefined;
+  if (!match || unit === undefined) throw new Error(`--${name} must be a size such as 6GiB, 512MiB or 2G, got '${value}'`);
+  const bytes = Math.floor(Number(match[1]) * unit);
+  if (bytes <= 0) throw new Error(`--${name} must be more than 0, got '${value}'`);
+  return bytes;
 }
 
 export async function runCommand(args: string[]): Promise<number> {
@@ -57,8 +73,10 @@ export async function runCommand(args: string[]): Promise<number> {
         parallel: { type: 'string' },
         'api-key': { type: 'string', multiple: true },
         'p2p-port': { type: 'string' },
+        'memory-budget': { type: 'string' },
         'no-mdns': { type: 'boolean' },
         bootstrap: { type: 'string', multiple: true },
+        headless: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -89,8 +107,10 @@ export async function runCommand(args: string[]): Promise<number> {
       contextSize: positiveInt('context-size', values['context-size'], 4096, MAX_CONTEXT_TOKENS),
       sequences: positiveInt('parallel', values.parallel, 8, MAX_SEQUENCES),
       p2pPort: positiveInt('p2p-port', values['p2p-port'], 52601, 65535),
+      memoryBudgetBytes: values['memory-budget'] === undefined ? null : parseSize('memory-budget', values['memory-budget']),
       mdns: values['no-mdns'] !== true,
       bootstrap: values.bootstrap ?? [],
+      headless: values.headless === true,
       apiKeys: [...(values['api-key'] ?? []), ...(process.env.SHOAL_API_KEYS ?? '').split(',')].map((k) => k.trim()).filter((k) => k !== ''),
     };
   } catch (error) {
@@ -98,10 +118,12 @@ export async function runCommand(args: string[]): Promise<number> {
     return 2;
   }
 
-  const log = createLogger();
+  // The node's recent lines, for `GET /logs`, the dashboard and `shoal logs` (bounded: src/dashboard/log-ring.ts).
+  const recentLogs = new LogRing();
+  const log = createLogger({ recent: recentLogs });
   let node;
   try {
-    node = await startNode({ log, ...options });
+    node = await startNode({ log, ...options, recentLogs });
   } catch (error) {
     log.fatal(isShoalError(error) ? error.message : { err: error }, 'could not start the node');
     return 1;

@@ -4,14 +4,14 @@ import { performance } from 'node:perf_hooks';
 import { ShoalError, toShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import type { NodeControl, StatusView } from '../api/control/control.js';
-import { MAX_MESSAGE_BYTES, SYNC_PROTOCOL, ControlMessage, SyncMessage, TelemetryMessage, type CoreMessage } from '../master/core/messages.js';
+import { MAX_MESSAGE_BYTES, SYNC_PROTOCOL, ControlMessage, SyncMessage, TelemetryMessage, type ArtifactsMessage, type CoreMessage, type ResourcesMessage, type RunnersMessage } from '../master/core/messages.js';
 import type { Effect } from '../master/core/effects.js';
 import { NodeCore, type CoreView } from '../master/core/node-core.js';
 import { LogStore } from '../master/log/store.js';
 import type { Command, CommandResult } from '../master/state/commands.js';
 import type { MemberInfo } from '../master/state/events.js';
 import type { ClusterId, CommandId, Fingerprint, NodeId } from '../master/state/ids.js';
-import type { LogRecord, Snapshot } from '../master/state/record.js';
+import { Snapshot, type LogRecord } from '../master/state/record.js';
 import type { ClusterState } from '../master/state/state.js';
 import { loadOrCreateIdentity, type Identity } from '../membership/identity.js';
 import { buildInviteAccept, buildJoinRequest, describeRefusal, InvitationBook } from '../membership/invitations.js';
@@ -71,6 +71,8 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   private topics: { clusterId: ClusterId; control: Topic<typeof ControlMessage>; telemetry: Topic<typeof TelemetryMessage> } | null = null;
   private ticker: NodeJS.Timeout | null = null;
   private readonly stateListeners = new Set<() => void>();
+  private readonly telemetryListeners = new Set<(message: ResourcesMessage | RunnersMessage, from: NodeId) => void>();
+  private readonly artifactsListeners = new Set<(message: ArtifactsMessage, from: NodeId) => void>();
   private readonly departed = new Map<string, number>();
   private knownMembers = new Set<string>();
   private stopped = false;
@@ -123,6 +125,39 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
 
   get p2pAddrs(): string[] {
     return this.router.addrs();
+  }
+
+  /** The libp2p router, for the data-plane protocols other parts register (inference, tunnels, logs). */
+  get net(): Router {
+    return this.router;
+  }
+
+  /** Readings (resources, runners, artifacts) go out on the telemetry plane; last write wins per sender and type. */
+  publishTelemetry(message: ResourcesMessage | RunnersMessage | ArtifactsMessage): void {
+    const topics = this.topics;
+    if (!topics) return;
+    topics.telemetry.publish(message, { key: message.type }).catch((error: unknown) => this.options.log.debug({ err: error }, 'telemetry publish failed'));
+  }
+
+  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage, from: NodeId) => void): () => void {
+    this.telemetryListeners.add(listener);
+    return () => this.telemetryListeners.delete(listener);
+  }
+
+  /** Other nodes' artifacts reports (kept apart from onTelemetry, whose listeners file every non-resources reading as runners). */
+  onArtifacts(listener: (message: ArtifactsMessage, from: NodeId) => void): () => void {
+    this.artifactsListeners.add(listener);
+    return () => this.artifactsListeners.delete(listener);
+  }
+
+  /** Submits a command to the master and waits for its outcome (typed errors as the membership commands). */
+  submit(command: Command): Promise<{ idx: number }> {
+    return this.command(command);
+  }
+
+  /** Founds a cluster of one if this node has none yet (placing an instance needs a log to record it). */
+  ensureClusterExists(): Promise<ClusterId> {
+    return this.ensureCluster();
   }
 
   view(): CoreView {
@@ -273,7 +308,15 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     const control = this.router.registerTopic({ name: `shoal/${clusterId}/control/v1`, schema: ControlMessage, plane: 'control', maxBytes: MAX_MESSAGE_BYTES.control });
     const telemetry = this.router.registerTopic({ name: `shoal/${clusterId}/telemetry/v1`, schema: TelemetryMessage, plane: 'telemetry', maxBytes: MAX_MESSAGE_BYTES.telemetry });
     control.subscribe((message, meta) => this.feed(() => this.core.receive(meta.from as NodeId, message as CoreMessage)));
-    telemetry.subscribe((message, meta) => this.feed(() => this.core.receive(meta.from as NodeId, message as CoreMessage)));
+    telemetry.subscribe((message, meta) => {
+      const typed = message as TelemetryMessage;
+      if (typed.type === 'artifacts') {
+        if (typed.nodeId === meta.from) for (const listener of this.artifactsListeners) listener(typed, meta.from as NodeId);
+      } else if (typed.type !== 'heartbeat' && typed.nodeId === meta.from) {
+        for (const listener of this.telemetryListeners) listener(typed, meta.from as NodeId);
+      }
+      this.feed(() => this.core.receive(meta.from as NodeId, typed));
+    });
     this.topics = { clusterId, control, telemetry };
   }
 
@@ -421,6 +464,10 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       })),
       health: storeHealth.level === 'ok' ? { level: 'ok', reasons: [] } : { level: 'degraded', reasons: [{ text: storeHealth.reason, remediation: storeHealth.remediation }] },
       models: [],
+      instances: [],
+      resources: {},
+      links: [],
+      artifacts: {},
     };
   }
 
@@ -537,7 +584,12 @@ function selfInfo(identity: Identity, name: string, router: Router): MemberInfo 
 }
 
 async function loadPersisted(store: LogStore<LogRecord, ClusterState>): Promise<{ term: number; snapshot: Snapshot | null; records: LogRecord[] }> {
-  const snapshot = (await store.loadSnapshot()) as Snapshot | null;
+  const loaded = await store.loadSnapshot();
+  const parsed = loaded === null ? null : Snapshot.safeParse(loaded);
+  if (parsed && !parsed.success) {
+    throw new ShoalError('LOG_CORRUPT', `the newest snapshot in ${store.dir} is incomplete (${parsed.error.issues[0]?.message ?? 'invalid'}): stop the node, move that directory aside and start again to rejoin from the cluster`);
+  }
+  const snapshot = parsed?.data ?? null;
   const records: LogRecord[] = [];
   for (let from = (snapshot?.idx ?? 0) + 1; ; ) {
     const page = await store.read(from, 4096);
@@ -549,8 +601,12 @@ async function loadPersisted(store: LogStore<LogRecord, ClusterState>): Promise<
 }
 
 /** Command answers in Shoal's error codes, so the control API maps them to statuses in one place. */
-function commandErrorCode(code: string): 'BAD_REQUEST' | 'NOT_FOUND' | 'UNAUTHORIZED' | 'INTERNAL' {
+function commandErrorCode(code: string): 'BAD_REQUEST' | 'NOT_FOUND' | 'UNAUTHORIZED' | 'INTERNAL' | 'PLACEMENT_FAILED' {
   switch (code) {
+    case 'NODE_UNAVAILABLE':
+    case 'TOO_MANY_INSTANCES':
+      return 'PLACEMENT_FAILED';
+    case 'INSTANCE_NOT_FOUND':
     case 'MEMBER_NOT_FOUND':
     case 'NO_CLUSTER':
       return 'NOT_FOUND';

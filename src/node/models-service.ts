@@ -18,11 +18,14 @@ import { factsFromHeader, type GgufFacts } from '../models/cards/gguf-facts.js';
 import { parseCard } from '../models/cards/parse.js';
 import { parseHubReference, resolveRepo, search as hubSearch, type ResolvedRepo } from '../models/hub/client.js';
 import { hubError, resolveHubOptions, type HubOptions } from '../models/hub/endpoint.js';
-import { isModelsError, ModelsError } from '../models/hub/errors.js';
+import { isModelsError, ModelsError, MODELS_ERROR_CODE, type ModelsErrorReason } from '../models/hub/errors.js';
+import { knownErrorCode } from '../router/errors.js';
 import type { GgufGroup } from '../models/hub/gguf-files.js';
 import { filePathFor, partPathFor } from '../models/store/layout.js';
 import { RATE_WINDOW_MS, type DownloadProgress, type FileProgress } from '../models/store/progress.js';
 import { ModelStore, planDownload, type DownloadPlan, type StoredModel, type StoreUsage } from '../models/store/store.js';
+import type { ByteSource } from '../models/store/transfer.js';
+import { clip as clipText, MODEL_COPY_IDLE_TIMEOUT_MS, MODEL_COPY_MAX_HOLDERS_TRIED, sameCopy } from './model-copy.js';
 
 /** Hub requests of one search or add must finish within this, or the hub counts as unreachable. */
 export const HUB_REQUEST_TIMEOUT_MS = 20_000;
@@ -49,6 +52,56 @@ export interface ModelsServiceOptions {
   inUse?: () => Iterable<string>;
   /** A store to use instead of opening one (tests). */
   store?: ModelStore;
+  /** Members that hold models: pulls copy from them before the hub; removal reaches them. Without it, this node alone. */
+  peers?: ModelPeers;
+}
+
+// ---- peers -------------------------------------------------------------------------------------
+
+/** A member that reports a complete copy of a model. */
+export interface PeerHolder {
+  nodeId: string;
+  /** Its name (or nickname), for messages. */
+  name: string;
+  revision: string;
+}
+
+/** A member's copy of a model as it describes it: the files with the hashes it verified them against. */
+export interface PeerCopy {
+  modelId: string;
+  repo: string;
+  revision: string;
+  group: string;
+  primaryPath: string;
+  files: { path: string; size: number; sha256: string | null; gitOid: string | null }[];
+  bytes: number;
+}
+
+/** What one member did with a cluster-wide removal. */
+export interface NodeRemoval {
+  nodeId: string;
+  name: string;
+  self: boolean;
+  /** `absent`: nothing of it there; `refused`: it has it and would not (in use, downloading); `unreachable`: no answer. */
+  outcome: 'removed' | 'absent' | 'refused' | 'unreachable';
+  freedBytes: number;
+  removedFiles: boolean;
+  cardFile: string | null;
+  error: { code: string; reason: string | null; message: string } | null;
+}
+
+/** The cluster as the models service sees it (implemented by src/node/peer-models.ts). */
+export interface ModelPeers {
+  /** This node, once the cluster planes run; null before. */
+  self(): { nodeId: string; name: string } | null;
+  /** Connected members that report a complete copy of `modelId` (at `revision`, when given), best first. */
+  holders(modelId: string, revision: string | null): PeerHolder[];
+  /** The member's copy of `modelId`, or null when it has none (any other failure throws). */
+  describe(nodeId: string, modelId: string, signal: AbortSignal): Promise<PeerCopy | null>;
+  /** Reads files of `repo@revision` from the member (each verified by the store against the plan's hashes). */
+  source(nodeId: string, repo: string, revision: string): ByteSource;
+  /** Removes `modelId` on every other member; what each did. */
+  removeElsewhere(modelId: string): Promise<NodeRemoval[]>;
 }
 
 // ---- views -------------------------------------------------------------------------------------
@@ -89,6 +142,9 @@ export interface SearchView {
 
 export type DownloadState = 'resolving' | 'downloading' | 'done' | 'failed' | 'cancelled';
 
+/** Where a download's bytes come from: the copy already on disk, a member that holds it, or the hub. */
+export type DownloadSource = { kind: 'disk' } | { kind: 'peer'; nodeId: string; name: string } | { kind: 'hub'; endpoint: string };
+
 /** A download: the store's progress snapshot plus its id, state and outcome. */
 export interface DownloadView extends DownloadProgress {
   id: string;
@@ -98,6 +154,10 @@ export interface DownloadView extends DownloadProgress {
   /** The file to load, once done. */
   path: string | null;
   error: { code: string; reason: string | null; message: string } | null;
+  /** Where the bytes come from now (null while resolving). */
+  source: DownloadSource | null;
+  /** Members a copy was tried from and why each did not give it (then the next one, then the hub). */
+  peerFailures: { nodeId: string; name: string; message: string }[];
 }
 
 /** What a model card's model has on this node's disk. */
@@ -172,6 +232,25 @@ export interface RemoveResult {
   cardFile: string | null;
 }
 
+/** DELETE /models/:id in a cluster: this node's result (as RemoveResult) and what every member did. */
+export interface ClusterRemoveResult extends RemoveResult {
+  /** This node first, then the other members. */
+  nodes: NodeRemoval[];
+  /** Bytes freed on all members together. */
+  totalFreedBytes: number;
+}
+
+/** A cluster-wide removal that removed nothing anywhere: `error` says why (this node's own error when it had one), `nodes` what each member said. */
+export class ClusterRemoveError extends Error {
+  constructor(
+    readonly error: ShoalError,
+    readonly nodes: NodeRemoval[],
+  ) {
+    super(error.message, { cause: error });
+    this.name = 'ClusterRemoveError';
+  }
+}
+
 export interface StorageView extends StoreUsage {
   root: string;
   /** Free space above the reserve: what downloads may still take without evicting. */
@@ -198,7 +277,13 @@ interface DownloadRecord {
   error: ShoalError | null;
   controller: AbortController;
   settled: Promise<void>;
+  source: DownloadSource | null;
+  peerFailures: { nodeId: string; name: string; message: string }[];
 }
+
+/** Most peer failures a download keeps (one per holder tried). */
+const MAX_PEER_FAILURES = 4;
+const PEER_FAILURE_MAX_CHARS = 500;
 
 function rootCause(error: unknown): string {
   let e: unknown = error;
@@ -240,6 +325,27 @@ async function dirBytes(dir: string): Promise<number> {
     else if (e.isFile()) total += (await sizeOf(path)) ?? 0;
   }
   return total;
+}
+
+/** A download plan for a copy described by its files (this store's record, or a member's). */
+function planOf(copy: Omit<PeerCopy, 'modelId' | 'bytes'>, modelId: string): DownloadPlan {
+  return { modelId, repo: copy.repo, revision: copy.revision, group: copy.group, primaryPath: copy.primaryPath, files: copy.files.map((f) => ({ ...f })) };
+}
+
+/** A member's refusal as the error this node answers with, its reason (MODEL_IN_USE → 409) kept. */
+function remoteError(node: NodeRemoval): ShoalError {
+  const error = node.error as NonNullable<NodeRemoval['error']>;
+  const message = `${node.name} refused: ${error.message}`;
+  if (error.reason !== null && error.reason in MODELS_ERROR_CODE) return new ModelsError(error.reason as ModelsErrorReason, message);
+  return new ShoalError(knownErrorCode(error.code), message);
+}
+
+/** A failed download's error, saying too why the members that hold the model could not give it. */
+function withPeerFailures(error: ShoalError, failures: readonly { name: string; message: string }[]): ShoalError {
+  if (failures.length === 0) return error;
+  const message = `${error.message}; copying from the members that hold it failed too (${failures.map((f) => `${f.name}: ${f.message}`).join('; ')})`;
+  if (error instanceof ModelsError) return new ModelsError(error.reason, message, { cause: error, details: { ...error.details } });
+  return new ShoalError(error.code, message, { cause: error });
 }
 
 /** `owner/name:Q4_K_M` -> `owner--name--Q4_K_M.toml`. */
@@ -477,7 +583,7 @@ export class ModelsService {
     await writeFileAtomic(cardFile, text);
     this.opts.log.info({ modelId: id, cardFile, revision: plan.revision }, 'model card written');
 
-    const download = request.pull ? this.launch(id, plan.repo, plan.revision, plan.primaryPath, { ...plan, modelId: id }) : null;
+    const download = request.pull ? this.launch(id, { repo: plan.repo, revision: plan.revision, file: plan.primaryPath }, { ...plan, modelId: id }, null) : null;
     const entry: CatalogEntry = { card, origin: cardFile, overridesBuiltin: false };
     return {
       card,
@@ -568,13 +674,21 @@ export class ModelsService {
 
   // ---- downloads -------------------------------------------------------------------------------
 
-  /** Starts the download of a card's model in the background, or joins the one running. */
+  /**
+   * Starts getting a model in the background, or joins the one running: from a member that holds it
+   * (src/node/peer-models.ts), else from the hub. Without a card here, a member's copy is still taken:
+   * an instance placed on this node needs the file of a model only another node added.
+   */
   async pull(id: string): Promise<{ download: DownloadView; joined: boolean }> {
     const running = this.activeFor(id);
     if (running) return { download: this.view(running), joined: true };
     const catalog = await loadCatalog(this.opts.dataDir);
     const entry = catalog.entries.get(id);
     if (!entry) {
+      const copy = await this.findPeerCopy(id);
+      const again = this.activeFor(id);
+      if (again) return { download: this.view(again), joined: true };
+      if (copy) return { download: this.view(this.launch(id, { repo: copy.copy.repo, revision: copy.copy.revision, file: copy.copy.primaryPath }, null, copy)), joined: false };
       const broken = catalog.errors.find((e) => e.message.includes(id));
       throw new ShoalError('NOT_FOUND', `no model card '${id}'${broken ? ` (a card file is broken: ${broken.message})` : ''}: add it first with 'shoal models add <owner/repo>[:<quant>]', or see 'shoal models ls'`);
     }
@@ -583,20 +697,35 @@ export class ModelsService {
     if (source.kind === 'file') throw new ShoalError('BAD_REQUEST', `${id} is a local file (${source.path}): there is nothing to download`);
     const again = this.activeFor(id);
     if (again) return { download: this.view(again), joined: true };
-    return { download: this.view(this.launch(id, source.repo, source.revision, source.file, null)), joined: false };
+    return { download: this.view(this.launch(id, { repo: source.repo, revision: source.revision, file: source.file }, null, null)), joined: false };
+  }
+
+  /** A member's description of its copy of `modelId` (any revision), from the first holder that answers; null when none. */
+  private async findPeerCopy(modelId: string): Promise<{ holder: PeerHolder; copy: PeerCopy } | null> {
+    const peers = this.opts.peers;
+    if (!peers) return null;
+    for (const holder of peers.holders(modelId, null).slice(0, MODEL_COPY_MAX_HOLDERS_TRIED)) {
+      try {
+        const copy = await peers.describe(holder.nodeId, modelId, AbortSignal.timeout(MODEL_COPY_IDLE_TIMEOUT_MS));
+        if (copy) return { holder, copy };
+      } catch (error) {
+        this.opts.log.debug({ err: error, modelId, holder: holder.nodeId }, 'a member that reported the model could not describe it');
+      }
+    }
+    return null;
   }
 
   private activeFor(modelId: string): DownloadRecord | undefined {
     return [...this.downloads.values()].find((d) => d.modelId === modelId && d.finishedAtMs === null);
   }
 
-  private launch(modelId: string, repo: string, revision: string, file: string, preset: DownloadPlan | null): DownloadRecord {
+  private launch(modelId: string, want: { repo: string; revision: string; file: string }, preset: DownloadPlan | null, known: { holder: PeerHolder; copy: PeerCopy } | null): DownloadRecord {
     if (this.closed) throw new ShoalError('RUNNER_STOPPED', 'the node is stopping');
     const record: DownloadRecord = {
       id: `dl-${randomUUID().slice(0, 8)}`,
       modelId,
-      repo,
-      revision,
+      repo: want.repo,
+      revision: want.revision,
       state: 'resolving',
       progress: null,
       progressAtMs: Date.now(),
@@ -606,41 +735,18 @@ export class ModelsService {
       error: null,
       controller: new AbortController(),
       settled: Promise.resolve(),
+      source: null,
+      peerFailures: [],
     };
     this.downloads.set(record.id, record);
     const signal = record.controller.signal;
     const log = this.opts.log.child({ modelId, download: record.id });
     record.settled = (async () => {
       try {
-        let plan = preset;
-        if (!plan) {
-          const resolved = await resolveRepo(repo, { ...(this.opts.endpoint === undefined ? {} : { endpoint: this.opts.endpoint }), revision, signal });
-          plan = { ...planDownload(resolved, file), modelId };
-        }
-        record.state = 'downloading';
-        record.progress = {
-          modelId,
-          repo,
-          revision: plan.revision,
-          files: plan.files.map((f): FileProgress => ({ path: f.path, totalBytes: f.size, doneBytes: 0, state: 'queued' })),
-          doneBytes: 0,
-          totalBytes: plan.files.reduce((s, f) => s + f.size, 0),
-          fetchedBytes: 0,
-          bytesPerSecond: 0,
-          etaSeconds: null,
-          done: false,
-        };
-        log.info({ repo, revision: plan.revision, bytes: record.progress.totalBytes }, 'download started');
-        const stored = await this.store.download(plan, {
-          signal,
-          onProgress: (p) => {
-            record.progress = p;
-            record.progressAtMs = Date.now();
-          },
-        });
+        const stored = await this.obtain(record, want.file, preset, known, log);
         record.path = stored.path;
         record.state = 'done';
-        log.info({ path: stored.path, fetched: record.progress?.fetchedBytes ?? 0 }, 'download done');
+        log.info({ path: stored.path, fetched: record.progress?.fetchedBytes ?? 0, source: record.source }, 'download done');
         await this.refreshCard(modelId, stored).catch((error: unknown) => log.warn({ err: error }, 'could not rewrite the card with the GGUF facts'));
       } catch (error) {
         if (signal.aborted) {
@@ -649,7 +755,7 @@ export class ModelsService {
           log.info('download cancelled');
         } else {
           record.state = 'failed';
-          record.error = this.friendly(error);
+          record.error = withPeerFailures(this.friendly(error), record.peerFailures);
           log.warn({ err: error }, `download failed: ${record.error.message}`);
         }
       } finally {
@@ -658,6 +764,100 @@ export class ModelsService {
       }
     })();
     return record;
+  }
+
+  /** Starts the store's transfer of `plan` from `source` (the hub when undefined), with progress into `record`. */
+  private transfer(record: DownloadRecord, plan: DownloadPlan, source: ByteSource | undefined): Promise<StoredModel> {
+    record.state = 'downloading';
+    record.progress = {
+      modelId: record.modelId,
+      repo: record.repo,
+      revision: plan.revision,
+      files: plan.files.map((f): FileProgress => ({ path: f.path, totalBytes: f.size, doneBytes: 0, state: 'queued' })),
+      doneBytes: 0,
+      totalBytes: plan.files.reduce((s, f) => s + f.size, 0),
+      fetchedBytes: 0,
+      bytesPerSecond: 0,
+      etaSeconds: null,
+      done: false,
+    };
+    record.progressAtMs = Date.now();
+    return this.store.download(plan, {
+      signal: record.controller.signal,
+      onProgress: (p) => {
+        record.progress = p;
+        record.progressAtMs = Date.now();
+      },
+      ...(source === undefined ? {} : { source }),
+    });
+  }
+
+  /**
+   * The model's files, in this order of preference: the complete copy already on disk (no network at
+   * all), a member that holds it (each tried once, MODEL_COPY_MAX_HOLDERS_TRIED at most), the hub. A
+   * member's bytes are verified against the hub's hashes when the plan came from the hub (`add --pull`),
+   * else against the hashes the member verified its own copy with. Part files are shared, so whatever
+   * one source delivered before failing, the next continues from.
+   */
+  private async obtain(record: DownloadRecord, file: string, preset: DownloadPlan | null, known: { holder: PeerHolder; copy: PeerCopy } | null, log: Logger): Promise<StoredModel> {
+    const signal = record.controller.signal;
+    const want = { repo: record.repo, revision: record.revision, file };
+    const onDisk = this.store.get(record.modelId);
+    if (onDisk && sameCopy(onDisk, want) === null && (await this.isComplete(onDisk))) {
+      record.source = { kind: 'disk' };
+      return this.transfer(record, preset ?? planOf(onDisk, record.modelId), undefined);
+    }
+
+    const peers = this.opts.peers;
+    if (peers) {
+      const candidates = known ? [known.holder] : peers.holders(record.modelId, record.revision);
+      for (const holder of candidates.slice(0, MODEL_COPY_MAX_HOLDERS_TRIED)) {
+        if (signal.aborted) throw new ShoalError('CANCELLED', `the download of ${record.modelId} was cancelled`);
+        try {
+          const copy = known?.holder === holder ? known.copy : await peers.describe(holder.nodeId, record.modelId, AbortSignal.any([signal, AbortSignal.timeout(MODEL_COPY_IDLE_TIMEOUT_MS)]));
+          if (!copy) throw new ModelsError('PEER_COPY_FAILED', `it no longer holds ${record.modelId}`);
+          const mismatch = sameCopy(copy, want);
+          if (mismatch) throw new ModelsError('PEER_COPY_FAILED', mismatch);
+          const plan = preset ?? planOf(copy, record.modelId);
+          record.source = { kind: 'peer', nodeId: holder.nodeId, name: holder.name };
+          log.info({ from: holder.nodeId, name: holder.name, repo: plan.repo, revision: plan.revision }, 'copying from a member that holds it');
+          return await this.transfer(record, plan, peers.source(holder.nodeId, plan.repo, plan.revision));
+        } catch (error) {
+          if (signal.aborted) throw error;
+          // Disk space is not the member's fault: the hub would need the same room.
+          if (isModelsError(error, 'INSUFFICIENT_DISK')) throw error;
+          const message = clipText(error instanceof Error ? error.message : String(error), PEER_FAILURE_MAX_CHARS);
+          if (record.peerFailures.length < MAX_PEER_FAILURES) record.peerFailures.push({ nodeId: holder.nodeId, name: holder.name, message });
+          log.warn({ err: error, from: holder.nodeId }, `copying from ${holder.name} failed, trying ${candidates.indexOf(holder) + 1 < Math.min(candidates.length, MODEL_COPY_MAX_HOLDERS_TRIED) ? 'the next member' : 'the hub'}: ${message}`);
+        }
+      }
+    }
+
+    record.state = 'resolving';
+    record.source = { kind: 'hub', endpoint: this.endpointOrConfigured() };
+    let plan = preset;
+    if (!plan) {
+      const resolved = await resolveRepo(record.repo, { ...(this.opts.endpoint === undefined ? {} : { endpoint: this.opts.endpoint }), revision: record.revision, signal });
+      plan = { ...planDownload(resolved, file), modelId: record.modelId };
+    }
+    log.info({ repo: record.repo, revision: plan.revision, bytes: plan.files.reduce((s, f) => s + f.size, 0) }, 'download started');
+    return this.transfer(record, plan, undefined);
+  }
+
+  /** The hub endpoint for display, even when the configured one does not parse (the download then fails saying so). */
+  private endpointOrConfigured(): string {
+    try {
+      return this.endpoint();
+    } catch {
+      return this.opts.endpoint ?? 'the configured hub';
+    }
+  }
+
+  private async isComplete(stored: StoredModel): Promise<boolean> {
+    for (const f of stored.files) {
+      if ((await sizeOf(filePathFor(this.store.root, stored.repo, stored.revision, f.path))) !== f.size) return false;
+    }
+    return true;
   }
 
   private trimFinished(): void {
@@ -688,6 +888,8 @@ export class ModelsService {
       finishedAt: finished ? new Date(d.finishedAtMs as number).toISOString() : null,
       path: d.path,
       error: d.error ? { code: d.error.code, reason: d.error instanceof ModelsError ? d.error.reason : null, message: d.error.message } : null,
+      source: d.source ? { ...d.source } : null,
+      peerFailures: d.peerFailures.map((f) => ({ ...f })),
     };
   }
 
@@ -866,6 +1068,56 @@ export class ModelsService {
     const freedBytes = Math.max(0, before.modelBytes + before.partialBytes - (after.modelBytes + after.partialBytes));
     this.opts.log.info({ modelId: id, freedBytes, cardFile }, 'model removed');
     return { id, freedBytes, removedFiles, cardFile };
+  }
+
+  /**
+   * Removes a model on this node and on every other member (DELETE /models/:id). Each member decides
+   * for itself as remove() does here: one that is using or downloading it refuses, the others remove
+   * it. Alone (no peers, no other members) this is remove(), errors and all. Throws ClusterRemoveError
+   * when no member removed anything; its `error` is this node's own when it had one to give.
+   */
+  async removeEverywhere(id: string): Promise<ClusterRemoveResult> {
+    const peers = this.opts.peers;
+    const self = peers?.self() ?? { nodeId: '', name: 'this node' };
+    const [local, others] = await Promise.all([
+      this.remove(id).then(
+        (result) => ({ result, error: null }),
+        (error: unknown) => ({ result: null, error: toShoalError(error) }),
+      ),
+      peers ? peers.removeElsewhere(id) : Promise.resolve([] as NodeRemoval[]),
+    ]);
+    const mine: NodeRemoval = local.result
+      ? { nodeId: self.nodeId, name: self.name, self: true, outcome: 'removed', freedBytes: local.result.freedBytes, removedFiles: local.result.removedFiles, cardFile: local.result.cardFile, error: null }
+      : {
+          nodeId: self.nodeId,
+          name: self.name,
+          self: true,
+          outcome: local.error?.code === 'NOT_FOUND' ? 'absent' : 'refused',
+          freedBytes: 0,
+          removedFiles: false,
+          cardFile: null,
+          error: local.error ? { code: local.error.code, reason: local.error instanceof ModelsError ? local.error.reason : null, message: local.error.message } : null,
+        };
+    const nodes = [mine, ...others];
+    if (local.error && others.length === 0) throw local.error;
+    if (!nodes.some((n) => n.outcome === 'removed')) {
+      const refusal = nodes.find((n) => n.outcome === 'refused');
+      let error: ShoalError;
+      if (mine.outcome === 'refused' && local.error) error = local.error;
+      else if (refusal?.error) error = remoteError(refusal);
+      else error = new ShoalError('NOT_FOUND', `no model '${id}' on any of the ${nodes.length} members${nodes.some((n) => n.outcome === 'unreachable') ? ` that answered (${nodes.filter((n) => n.outcome === 'unreachable').map((n) => n.name).join(', ')} did not)` : ''}: see 'shoal models ls'`);
+      throw new ClusterRemoveError(error, nodes);
+    }
+    const removed = nodes.filter((n) => n.outcome === 'removed');
+    this.opts.log.info({ modelId: id, removedOn: removed.map((n) => n.nodeId), refusedBy: nodes.filter((n) => n.outcome === 'refused').map((n) => n.nodeId) }, 'model removed across the cluster');
+    return {
+      id,
+      freedBytes: local.result?.freedBytes ?? 0,
+      removedFiles: local.result?.removedFiles ?? false,
+      cardFile: local.result?.cardFile ?? null,
+      nodes,
+      totalFreedBytes: removed.reduce((s, n) => s + n.freedBytes, 0),
+    };
   }
 
   // ---- storage ---------------------------------------------------------------------------------

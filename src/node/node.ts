@@ -12,9 +12,25 @@ import { resolveBuiltinModel, BUILTIN_MODEL_IDS } from '../models/builtin-store.
 import type { GpuChoice } from '../worker/runner/protocol.js';
 import { Worker } from '../worker/worker.js';
 import { ControlPlane } from './control-plane.js';
-import { LocalDispatcher } from './local-dispatcher.js';
+import { ClusterDispatcher } from './cluster-dispatcher.js';
 import { endpointFromEnv, ModelsService, reserveFromEnv } from './models-service.js';
+import { PeerModels } from './peer-models.js';
+import { keepBytesFromEnv, ModelKeeper, modelsPlacedOn } from './model-keeper.js';
 import { removeRunFiles, writeRunFiles } from './run-files.js';
+import { NodeDashboard } from '../dashboard/node-dashboard.js';
+import type { LogRing } from '../dashboard/log-ring.js';
+import { NodeTelemetry } from './telemetry.js';
+import { PlacementService, type PlaceRequest } from './placement-service.js';
+import type { PlaceBody } from '../api/control/placement-routes.js';
+import { InstanceHost } from './instance-host.js';
+import { serveInference, runRemote } from './remote-runner.js';
+import { openRpcTunnel, serveRpcTunnel } from './rpc-tunnel.js';
+import { instanceViews, runnerReports, waitForDownload } from './node-views.js';
+import { createEngineFactory, offeredBackends } from './engines.js';
+import { reapOrphans } from '../worker/engines/orphans.js';
+import { readBandwidthCache } from '../doctor/hardware.js';
+import type { InstanceId, ModelId as ModelIdType } from '../common/ids.js';
+import type { NodeId } from '../master/state/ids.js';
 
 export interface NodeOptions {
   log: Logger;
@@ -40,6 +56,12 @@ export interface NodeOptions {
   mdns: boolean;
   /** Multiaddrs to dial at start, for networks mDNS does not reach. */
   bootstrap: string[];
+  /** `--headless`: the API alone, without the dashboard's web app. */
+  headless?: boolean;
+  /** The ring the logger tees its lines into (createLogger's `recent`), for `GET /logs` and `shoal logs`. */
+  recentLogs?: LogRing;
+  /** `--memory-budget`: the most memory placement may use on this node; null (default) = what is available. */
+  memoryBudgetBytes?: number | null;
 }
 
 export interface RunningNode extends AsyncDisposable {
@@ -72,13 +94,19 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   await mkdir(options.dataDir, { recursive: true });
   const model = await resolveDefaultModel(options.defaultModel, options.dataDir, log);
   // Models on disk: the hub store under the data dir, the hub from SHOAL_HF_ENDPOINT / HF_ENDPOINT.
+  // Members that hold a model give it (copy over the data plane) before the hub is asked; started once the plane runs.
+  const peers = new PeerModels({ log: log.child({ part: 'models' }) });
   const models = await ModelsService.open({
+    peers,
     dataDir: options.dataDir,
     log: log.child({ part: 'models' }),
     endpoint: endpointFromEnv(),
     reserveBytes: reserveFromEnv(),
     inUse: () => worker.status().map((i) => i.modelId),
   });
+
+  // Engines orphaned by an earlier crash of this node would hold memory and ports: end them first.
+  await reapOrphans(options.dataDir, log.child({ part: 'worker' }));
 
   const plane = await ControlPlane.start({
     log,
@@ -97,8 +125,68 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
     contextSize: options.contextSize,
     sequences: options.sequences,
   });
-  // A node with no instances places its default model locally.
+  // Every node serves its default model itself; cluster state places everything else.
   worker.place(model.id, model.path, ['chat', 'completion', 'embeddings', 'tools']);
+
+  const engines = await createEngineFactory({ dataDir: options.dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
+  const bandwidth = await readBandwidthCache(options.dataDir);
+  const telemetry = new NodeTelemetry({
+    plane,
+    log: log.child({ part: 'telemetry' }),
+    dataDir: options.dataDir,
+    memoryBudgetBytes: options.memoryBudgetBytes ?? null,
+    backends: offeredBackends(engines !== null),
+    memoryBandwidthBytesPerS: bandwidth ? bandwidth.gbPerSecond * 1e9 : null,
+    runners: () => runnerReports(worker.status()),
+    peers: () => Object.keys(plane.view().state.members).filter((id) => id !== plane.nodeId && plane.net.isConnected(id)) as NodeId[],
+  });
+  worker.onChange(() => telemetry.runnersChanged());
+  const connected = (nodeId: string): boolean => plane.net.isConnected(nodeId);
+  const placement = new PlacementService({
+    dataDir: options.dataDir,
+    plane,
+    nodes: () => telemetry.clusterNodes(connected),
+    downloadedPath: async (id) => (await models.get(id).catch(() => null))?.path ?? null,
+    log: log.child({ part: 'placement' }),
+  });
+  const host = new InstanceHost({
+    selfId: plane.nodeId,
+    log: log.child({ part: 'worker' }),
+    worker,
+    placement,
+    state: () => plane.view().state,
+    isMaster: () => plane.view().role === 'master',
+    connected,
+    runnersOf: (nodeId) => telemetry.runnersOf(nodeId),
+    offerBytes: (excludeBytes) => telemetry.offerNow(excludeBytes),
+    modelPath: async (modelId, signal) => {
+      const known = await placement.modelFacts(modelId).catch(() => null);
+      if (known?.path) return known.path;
+      return waitForDownload(models, modelId, signal);
+    },
+    engines,
+    tunnels: { open: (donor, instanceId) => openRpcTunnel(plane.net, donor, instanceId, { log: log.child({ part: 'rpc-tunnel' }) }) },
+  });
+  await serveInference(plane.net, (instanceId, task, signal) => {
+    const instance = worker.get(instanceId);
+    if (!instance?.runner.run) throw new ShoalError('INSTANCE_LOST', `instance ${instanceId} does not serve requests on this node (it may have been stopped or moved): retry`);
+    return instance.runner.run(task, signal);
+  });
+  await serveRpcTunnel(plane.net, (instanceId: InstanceId) => engines?.donorPort(instanceId) ?? null);
+  plane.onStateChange(() => host.reconcile());
+  telemetry.start();
+  host.start();
+  await peers.start({ plane, models, name });
+  // Idle copies beyond the keep budget go at start and when a model stops being used (its instance ended).
+  const keeper = new ModelKeeper({
+    store: models.store,
+    inUse: () => [...worker.status().map((i) => i.modelId), ...modelsPlacedOn(plane.view().state, plane.nodeId)],
+    keepBytes: keepBytesFromEnv() ?? null,
+    log: log.child({ part: 'models' }),
+  });
+  plane.onStateChange(() => keeper.check());
+  worker.onChange(() => keeper.check());
+  await keeper.start();
 
   let stopping = false;
   const health = (): Health => {
@@ -128,14 +216,42 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   };
   const control = {
     ...bindControl(plane),
-    status: () => ({ ...plane.status(), models: worker.status() }),
+    status: () => ({
+      ...plane.status(),
+      models: worker.status(),
+      instances: instanceViews(plane.view().state, plane.nodeId, worker.status(), (nodeId) => telemetry.runnersOf(nodeId)),
+      resources: telemetry.resourcesView(),
+      artifacts: peers.artifactsView(),
+      links: telemetry.links(),
+    }),
+  };
+  const placementControl = {
+    plan: async (body: PlaceBody) => (await placement.plan(placeRequest(body))).result,
+    place: (body: PlaceBody) => placement.place(placeRequest(body)),
+    end: (instanceId: string) => placement.end(instanceId, 'deleted', 'stopped by an operator'),
   };
 
   const adminToken = await writeRunFiles(options.dataDir, { pid: process.pid, apiPort: options.apiPort, startedAtMs: Date.now() });
-  const app = buildServer({ log, dispatcher: new LocalDispatcher(worker), health, maxBodyBytes: options.maxBodyBytes, apiKeys: options.apiKeys, control, adminToken, models });
+  const dispatcher = new ClusterDispatcher({
+    selfId: plane.nodeId,
+    worker,
+    state: () => plane.view().state,
+    runnersOf: (nodeId) => telemetry.runnersOf(nodeId),
+    connected,
+    remote: (nodeId, instanceId, task, signal) => runRemote(plane.net, nodeId, instanceId, task, signal),
+  });
+  // Dashboard, metrics and logs (src/dashboard/node-dashboard.ts): counts every request the API dispatches.
+  const dashboard = await NodeDashboard.start({ log, nodeId: plane.nodeId, status: control.status, onStateChange: (l) => plane.onStateChange(l), dataPlane: plane.net, adminToken, headless: options.headless, recentLogs: options.recentLogs });
+  const app = buildServer({ log, dispatcher: dashboard.meter(dispatcher), health, maxBodyBytes: options.maxBodyBytes, apiKeys: options.apiKeys, control, adminToken, models, placement: placementControl });
+  await dashboard.register(app);
   try {
     await app.listen({ port: options.apiPort, host: options.host });
   } catch (error) {
+    await dashboard.stop();
+    telemetry.stop();
+    await host.stop();
+    await keeper.stop();
+    await peers.stop();
     await models.close();
     await worker.stop();
     await plane.stop();
@@ -148,7 +264,8 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   }
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.apiPort;
-  if (port !== options.apiPort) await writeRunFiles(options.dataDir, { pid: process.pid, apiPort: port, startedAtMs: Date.now() });
+  // The token the server checks stays the one written first; only the port changes.
+  if (port !== options.apiPort) await writeRunFiles(options.dataDir, { pid: process.pid, apiPort: port, startedAtMs: Date.now() }, adminToken);
   const shownHost = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   const url = `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${port}`;
   log.info({ url, name, nodeId: plane.nodeId, fingerprint: plane.fingerprint, p2p: plane.p2pAddrs, model: model.id, threads: options.threads }, `Shoal node '${name}' serving on ${url}`);
@@ -156,6 +273,11 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   const stop = async (): Promise<void> => {
     if (stopping) return;
     stopping = true;
+    await dashboard.stop();
+    telemetry.stop();
+    await host.stop();
+    await keeper.stop();
+    await peers.stop();
     await models.close();
     // Runners first: their streams end with a typed error, so open connections finish and close.
     await worker.stop();
@@ -164,6 +286,17 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
     await removeRunFiles(options.dataDir);
   };
   return { url, app, worker, plane, stop, [Symbol.asyncDispose]: stop };
+}
+
+function placeRequest(body: PlaceBody): PlaceRequest {
+  return {
+    model: body.model as ModelIdType,
+    ...(body.replicas !== undefined ? { replicas: body.replicas } : {}),
+    ...(body.exclude !== undefined ? { exclude: body.exclude } : {}),
+    ...(body.min_nodes !== undefined ? { minNodes: body.min_nodes } : {}),
+    ...(body.context_tokens !== undefined ? { contextTokens: body.context_tokens } : {}),
+    ...(body.parallel !== undefined ? { parallel: body.parallel } : {}),
+  };
 }
 
 /** The plane's control methods, bound, so a route can call them detached from the object. */

@@ -26,10 +26,9 @@ async function writePrivate(path: string, text: string): Promise<void> {
   await rename(tmp, path);
 }
 
-/** Writes a fresh admin token and the run info; returns the token. */
-export async function writeRunFiles(dataDir: string, info: RunInfo): Promise<string> {
+/** Writes this start's run info and admin token (a fresh one unless `token` is given) and returns the token. */
+export async function writeRunFiles(dataDir: string, info: RunInfo, token: string = randomBytes(32).toString('hex')): Promise<string> {
   await mkdir(runDir(dataDir), { recursive: true, mode: 0o700 });
-  const token = randomBytes(32).toString('hex');
   await writePrivate(tokenPath(dataDir), `${token}\n`);
   await writePrivate(infoPath(dataDir), `${JSON.stringify(info)}\n`);
   return token;

@@ -63,6 +63,8 @@ import { TopicRegistry, type PublishOptions, type TelemetryQueueStats, type Topi
 export const DEFAULT_P2P_PORT = 52601;
 export const MDNS_SERVICE_TAG = '_shoal._udp.local';
 const PING_PROTOCOL = '/ipfs/ping/1.0.0';
+/** Pings in flight per connection each way (timeout / interval, rounded up, plus one). */
+const PING_STREAMS_MAX = 12;
 const MISMATCH_BACKOFF_MS = 30_000;
 const DISCOVERY_REDIAL_MS = 10_000;
 const DISCOVERY_TIEBREAK_MS = 1500;
@@ -95,7 +97,12 @@ export interface RouterOptions {
   redialIntervalMs?: number;
   /** Connection monitor: ping every connection this often... Default 1000. */
   pingIntervalMs?: number;
-  /** ...and abort it when a ping takes longer than this. Default 1000 (a silent peer is noticed in ~2 s). */
+  /**
+   * ...and abort it when a ping takes longer than this. Default 10 000: a ping queues behind whatever
+   * the connection carries, and a bulk transfer (the RPC tunnel uploading a model's layers, a model copy)
+   * on a busy machine delays it by seconds; a 1 s timeout cut such connections mid-transfer. A dead
+   * process's connection closes at once anyway, and requests notice a silent node by their own keepalives.
+   */
   pingTimeoutMs?: number;
   /** A connection whose hello has not completed by then is closed. Default 5000. */
   helloTimeoutMs?: number;
@@ -551,12 +558,13 @@ export async function createRouter(options: RouterOptions): Promise<Router> {
     connectionManager: { inboundConnectionThreshold: options.inboundConnectionThreshold ?? 20 },
     connectionMonitor: {
       pingInterval: options.pingIntervalMs ?? 1000,
-      pingTimeout: { minTimeout: options.pingTimeoutMs ?? 1000, maxTimeout: options.pingTimeoutMs ?? 1000 },
+      pingTimeout: { minTimeout: options.pingTimeoutMs ?? 10_000, maxTimeout: options.pingTimeoutMs ?? 10_000 },
       abortConnectionOnPingFailure: true,
     },
     services: {
       identify: guarded(identify({ timeout: helloTimeoutMs + 2000 })),
-      ping: ping(),
+      // With a ping timeout longer than its interval, pings overlap: allow as many as can be in flight.
+      ping: ping({ maxOutboundStreams: PING_STREAMS_MAX, maxInboundStreams: PING_STREAMS_MAX }),
       pubsub: guarded(
         gossipsub({
           allowPublishToZeroTopicPeers: true,

@@ -1,6 +1,8 @@
 import { newInstanceId, type InstanceId, type ModelId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import type { ModelCapability } from '../api/dispatch.js';
+import type { InstanceRole } from '../master/state/instances.js';
+import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import type { GpuChoice } from './runner/protocol.js';
 import { RunnerSupervisor, type RunnerStatus } from './runner/supervisor.js';
 
@@ -9,35 +11,59 @@ export interface WorkerOptions {
   /** Engine threads per runner. */
   threads: number;
   gpu: GpuChoice;
-  /** Tokens of context per concurrent request. */
+  /** Tokens of context per concurrent request (the default model's instance). */
   contextSize: number;
-  /** Concurrent requests per instance, batched as sequences of one context. */
+  /** Concurrent requests per instance, batched as sequences of one context (the default model's instance). */
   sequences: number;
+}
+
+/**
+ * What the worker holds per instance part, whatever the engine: the node-llama-cpp runner child, a
+ * managed llama-server, or an rpc donor (which serves no requests itself: `run` is absent).
+ */
+export interface InstanceRunner {
+  status(): RunnerStatus;
+  whenReady(signal?: AbortSignal): Promise<void>;
+  run?(task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent>;
+  stop(): Promise<void>;
 }
 
 export interface LocalInstance {
   instanceId: InstanceId;
   modelId: ModelId;
-  modelPath: string;
+  role: InstanceRole;
+  /** The backend tag it runs with. */
+  backend: string;
   capabilities: ModelCapability[];
   /** Unix seconds when the instance was placed. */
   placedAt: number;
-  runner: RunnerSupervisor;
+  /** Placed by this node alone (the default model), not by the cluster's state. */
+  local: boolean;
+  runner: InstanceRunner;
 }
 
 export interface InstanceStatus extends RunnerStatus {
   instanceId: InstanceId;
   modelId: ModelId;
+  role: InstanceRole;
+  backend: string;
   capabilities: ModelCapability[];
   placedAt: number;
+  local: boolean;
 }
 
-/** Runs this node's model instances, one supervised runner child each. */
+/** Runs this node's model instances (or parts of them), one supervised engine process each. */
 export class Worker implements AsyncDisposable {
   private readonly instances = new Map<InstanceId, LocalInstance>();
+  private readonly listeners = new Set<() => void>();
 
   constructor(private readonly options: WorkerOptions) {}
 
+  get threads(): number {
+    return this.options.threads;
+  }
+
+  /** Starts the node's own default-model instance with the node-llama-cpp runner. */
   place(modelId: ModelId, modelPath: string, capabilities: ModelCapability[]): LocalInstance {
     const instanceId = newInstanceId();
     const runner = new RunnerSupervisor({
@@ -49,10 +75,47 @@ export class Worker implements AsyncDisposable {
         threads: this.options.threads,
         gpu: this.options.gpu,
       },
+      onChange: () => this.changed(),
     });
-    const instance: LocalInstance = { instanceId, modelId, modelPath, capabilities, placedAt: Math.floor(Date.now() / 1000), runner };
-    this.instances.set(instanceId, instance);
+    return this.attach({ instanceId, modelId, role: 'full', backend: 'llama_cpp-cpu', capabilities, placedAt: Math.floor(Date.now() / 1000), local: true, runner });
+  }
+
+  /** A node-llama-cpp runner for a cluster-placed instance with the given window. */
+  llamaCppRunner(instanceId: InstanceId, modelId: ModelId, modelPath: string, window: { contextSize: number; sequences: number }): RunnerSupervisor {
+    return new RunnerSupervisor({
+      log: this.options.log.child({ instanceId, modelId }),
+      config: { modelPath, contextSize: window.contextSize, sequences: window.sequences, threads: this.options.threads, gpu: this.options.gpu },
+      onChange: () => this.changed(),
+    });
+  }
+
+  attach(instance: LocalInstance): LocalInstance {
+    this.instances.set(instance.instanceId, instance);
+    this.changed();
     return instance;
+  }
+
+  /** Stops and forgets an instance; its open requests end with RUNNER_STOPPED. */
+  async detach(instanceId: InstanceId): Promise<void> {
+    const instance = this.instances.get(instanceId);
+    if (!instance) return;
+    this.instances.delete(instanceId);
+    this.changed();
+    await instance.runner.stop();
+  }
+
+  get(instanceId: InstanceId): LocalInstance | undefined {
+    return this.instances.get(instanceId);
+  }
+
+  /** Fires when an instance is attached or detached, or a runner changes state or load. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  changed(): void {
+    for (const listener of this.listeners) listener();
   }
 
   /** The instance serving `modelId` with the fewest requests in flight, preferring ready ones. */
@@ -60,7 +123,7 @@ export class Worker implements AsyncDisposable {
     let best: LocalInstance | undefined;
     let bestScore = Infinity;
     for (const instance of this.instances.values()) {
-      if (instance.modelId !== modelId) continue;
+      if (instance.modelId !== modelId || instance.runner.run === undefined) continue;
       const status = instance.runner.status();
       const score = (status.state === 'ready' ? 0 : 1_000_000) + status.inFlight + status.queued;
       if (score < bestScore) {
@@ -75,14 +138,19 @@ export class Worker implements AsyncDisposable {
     return [...this.instances.values()].map((instance) => ({
       instanceId: instance.instanceId,
       modelId: instance.modelId,
+      role: instance.role,
+      backend: instance.backend,
       capabilities: instance.capabilities,
       placedAt: instance.placedAt,
+      local: instance.local,
       ...instance.runner.status(),
     }));
   }
 
   async stop(): Promise<void> {
-    await Promise.all([...this.instances.values()].map((instance) => instance.runner.stop()));
+    const all = [...this.instances.values()];
+    this.instances.clear();
+    await Promise.all(all.map((instance) => instance.runner.stop()));
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -531,7 +531,9 @@ export class Simulation {
       check(parsed.success, `${node.name}: ${message.type} fails its schema: ${parsed.success ? '' : parsed.error.message}`);
     }
     // Term persisted before any message of that term goes out.
-    check(message.term <= node.store.term, `${node.name}: sent ${message.type} of term ${message.term} with term ${node.store.term} persisted`);
+    check('term' in message, `${node.name}: the core sent ${message.type}, a reading only the shell publishes`);
+    const term = 'term' in message ? message.term : 0;
+    check(term <= node.store.term, `${node.name}: sent ${message.type} of term ${term} with term ${node.store.term} persisted`);
     return wire;
   }
 
@@ -580,7 +582,7 @@ export class Simulation {
       case 'publish': {
         const wire = this.encode(node, effect.message, effect.plane);
         if (effect.message.type !== 'heartbeat' && effect.message.type !== 'command' && effect.message.type !== 'event') {
-          this.note(node.index, `publish ${effect.message.type} t${effect.message.term}${'to' in effect.message ? ` → ${this.nameOf(effect.message.to)}` : ''}`);
+          this.note(node.index, `publish ${effect.message.type} t${'term' in effect.message ? effect.message.term : '-'}${'to' in effect.message ? ` → ${this.nameOf(effect.message.to)}` : ''}`);
         }
         for (const other of this.nodes) if (other !== node) this.transmit(node.index, other.index, wire, effect.plane);
         return;

@@ -42,7 +42,35 @@ export interface StatusView {
   /** Invitations this node received and has not answered. */
   invitations: { id: string; fromNodeId: string; fromName: string; fingerprint: string; clusterId: string; expiresAt: string }[];
   health: NodeHealth;
+  /** This node's runners (its default model and the parts of cluster instances it holds). */
   models: unknown[];
+  /** Instances cluster state places, with what each node's runners report. */
+  instances: InstanceView[];
+  /** Each node's latest resources reading, with its age. */
+  resources: Record<string, unknown>;
+  /** Live connections between members as each reported them (each pair once). */
+  links: { from: string; to: string }[];
+  /** The complete model copies each node reports holding (this node's read now), with the report's age. */
+  artifacts: Record<string, ArtifactsView>;
+}
+
+export interface ArtifactsView {
+  /** At most 12 per node (the telemetry message's cap), most recently used first. */
+  models: { modelId: string; revision: string; bytes: number }[];
+  ageMs: number;
+}
+
+export interface InstanceView {
+  instanceId: string;
+  modelId: string;
+  shape: 'single' | 'replicas' | 'pooled';
+  createdAt: string;
+  contextTokens: number;
+  parallel: number;
+  predictedDecodeTokPerS: number;
+  warnings: string[];
+  placements: { nodeId: string; role: 'full' | 'driver' | 'donor'; backend: string; layerCount: number; tensorSplit: number | null }[];
+  runners: { nodeId: string; role: 'full' | 'driver' | 'donor'; state: 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped' | 'unknown'; reason: string | null; inFlight: number; queued: number }[];
 }
 
 export interface NodeControl {

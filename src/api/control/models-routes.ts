@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ShoalError } from '../../common/errors.js';
 import { ModelsError, type ModelsErrorReason } from '../../models/hub/errors.js';
-import type { ModelsService } from '../../node/models-service.js';
+import { ClusterRemoveError, type ModelsService } from '../../node/models-service.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import { parseBody } from '../validation.js';
 import { controlStatus } from './errors.js';
@@ -25,6 +25,7 @@ const REASON_STATUS: Record<ModelsErrorReason, number> = {
   NO_GGUF: 404,
   CHECKSUM_MISMATCH: 502,
   DOWNLOAD_FAILED: 502,
+  PEER_COPY_FAILED: 502,
   INSUFFICIENT_DISK: 507,
   MODEL_IN_USE: 409,
   INVALID_NAME: 400,
@@ -34,11 +35,11 @@ export function modelsStatus(error: ShoalError): number {
   return error instanceof ModelsError ? REASON_STATUS[error.reason] : controlStatus(error);
 }
 
-/** `{error: {code, message}}` like every control route, plus `reason` for a models failure. */
-export function sendModelsError(reply: FastifyReply, error: ShoalError, status?: number): FastifyReply {
+/** `{error: {code, message}}` like every control route, plus `reason` for a models failure and any `extra` fields. */
+export function sendModelsError(reply: FastifyReply, error: ShoalError, status?: number, extra: Record<string, unknown> = {}): FastifyReply {
   const code = status ?? modelsStatus(error);
   if (code >= 500 && !(error instanceof ModelsError)) reply.log.error({ err: error.cause ?? error }, error.message);
-  return reply.code(code).send({ error: { code: error.code, message: error.message, ...(error instanceof ModelsError ? { reason: error.reason } : {}) } });
+  return reply.code(code).send({ error: { code: error.code, message: error.message, ...(error instanceof ModelsError ? { reason: error.reason } : {}), ...extra } });
 }
 
 const SearchQuery = z.strictObject({
@@ -90,6 +91,14 @@ export async function modelsRoutes(app: FastifyInstance, options: ModelsRoutesOp
   app.get('/models/downloads/:id', async (request) => ({ download: models.getDownload((request.params as { id: string }).id) }));
   app.delete('/models/downloads/:id', async (request) => ({ download: await models.cancel((request.params as { id: string }).id) }));
   app.get('/models/*', async (request) => models.get(idParam(request)));
-  app.delete('/models/*', async (request) => models.remove(idParam(request)));
+  // Every member that holds the model removes it; `nodes` says what each did (also in the error body when none did).
+  app.delete('/models/*', async (request, reply) => {
+    try {
+      return await models.removeEverywhere(idParam(request));
+    } catch (error) {
+      if (error instanceof ClusterRemoveError) return sendModelsError(reply, error.error, undefined, { nodes: error.nodes });
+      throw error;
+    }
+  });
   app.get('/store/storage', async () => models.storage());
 }

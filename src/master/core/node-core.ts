@@ -416,6 +416,11 @@ export class NodeCore {
     switch (message.type) {
       case 'heartbeat':
         return this.onHeartbeat(from, message);
+      case 'resources':
+      case 'runners':
+      case 'artifacts':
+        // Readings for placement and routing (the shell keeps them); to the core they only prove liveness.
+        return;
       case 'event':
         return this.onEvent(from, message);
       case 'command':

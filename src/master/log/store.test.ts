@@ -425,3 +425,14 @@ test('a full disk degrades instead of crashing, leaves no partial frame, and rec
     assert.equal(reopened.lastIdx(), next + 1);
   }
 });
+
+test('a snapshot keeps every field its caller gave it (the core adds its state hash, term runs and command memory)', async () => {
+  const dir = await freshDir();
+  const snapshot = { idx: 5, term: 2, hash: 'h5', state: { members: ['a'] }, stateHash: 'f'.repeat(64), terms: [{ term: 2, firstIdx: 1, lastIdx: 5 }], commands: [] };
+  {
+    await using store = await LogStore.open<Rec, { members: string[] }>(dir);
+    await store.saveSnapshot(snapshot);
+  }
+  await using store = await LogStore.open<Rec, { members: string[] }>(dir);
+  assert.deepEqual(await store.loadSnapshot(), snapshot);
+});

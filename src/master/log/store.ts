@@ -498,7 +498,9 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
     assert.ok(Number.isSafeInteger(snapshot.idx) && snapshot.idx >= 0, `a snapshot needs an integer idx >= 0, got ${snapshot.idx}`);
     this.assertUsable();
     return this.onSideChain(async () => {
-      const frame = encodeRecord({ idx: snapshot.idx, term: snapshot.term, hash: snapshot.hash, state: snapshot.state });
+      // Everything the caller's snapshot carries is kept (the core's adds its state hash, term runs and
+      // command memory): dropping them made every node that held a snapshot refuse to restart.
+      const frame = encodeRecord({ ...snapshot });
       await this.guard('snapshot', () => writeAtomic(this.dir, snapshotFile(snapshot.idx), frame));
       this.degradedClear('snapshot');
       this.snapshotIdxs = [...new Set([...this.snapshotIdxs, snapshot.idx])].sort((a, b) => a - b);

@@ -4,7 +4,8 @@ import { apply, applyRecord } from './apply.js';
 import { Event, type EventType } from './events.js';
 import { stateHash } from './hash.js';
 import { emptyState, MAX_MEMBERS, type ClusterState } from './state.js';
-import { CLUSTER_ID, clusterLog, commandId, member, nodeId } from './fixtures.test-support.js';
+import { CLUSTER_ID, clusterLog, commandId, instanceSpec, member, nodeId } from './fixtures.test-support.js';
+import type { InstanceId } from '../../common/ids.js';
 
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object') {
@@ -34,6 +35,8 @@ const EXAMPLES: Record<EventType, Event> = {
   NodeReturned: { type: 'NodeReturned', nodeId: nodeId(1) },
   ClusterDissolved: { type: 'ClusterDissolved' },
   CommandRejected: { type: 'CommandRejected', commandId: commandId(), code: 'MEMBER_NOT_FOUND', message: 'no' },
+  InstanceCreated: { type: 'InstanceCreated', instance: instanceSpec('inst-a', [0, 1]), replaces: null },
+  InstanceEnded: { type: 'InstanceEnded', instanceId: 'inst-a' as InstanceId, reason: 'deleted', message: 'stopped by an operator' },
 };
 
 describe('apply', () => {
@@ -135,5 +138,33 @@ describe('apply', () => {
     const a = log.records.reduce(applyRecord, emptyState());
     const b = structuredClone(log.records).reduce(applyRecord, emptyState());
     assert.equal(stateHash(a), stateHash(b));
+  });
+});
+
+describe('apply: instances', () => {
+  test('InstanceCreated adds the instance stamped with its idx; a second one with the same id changes nothing', () => {
+    const state = apply(founded(), EXAMPLES.InstanceCreated, 20);
+    assert.deepEqual(state.instances['inst-a' as InstanceId], { ...instanceSpec('inst-a', [0, 1]), createdIdx: 20 });
+    const again = apply(state, { type: 'InstanceCreated', instance: instanceSpec('inst-a', [2]), replaces: null }, 21);
+    assert.equal(again, state);
+  });
+
+  test('InstanceCreated with `replaces` removes its predecessor in the same step', () => {
+    const first = apply(founded(), EXAMPLES.InstanceCreated, 20);
+    const next = apply(first, { type: 'InstanceCreated', instance: instanceSpec('inst-b', [2]), replaces: 'inst-a' as InstanceId }, 21);
+    assert.deepEqual(Object.keys(next.instances), ['inst-b']);
+  });
+
+  test('InstanceEnded removes it; an unknown id is a no-op', () => {
+    const state = apply(founded(), EXAMPLES.InstanceCreated, 20);
+    assert.deepEqual(apply(state, EXAMPLES.InstanceEnded, 21).instances, {});
+    const unknown = founded();
+    assert.equal(apply(unknown, EXAMPLES.InstanceEnded, 21), unknown);
+  });
+
+  test('removing a member keeps its instances: ending them is a decision of its own', () => {
+    const state = apply(founded(), EXAMPLES.InstanceCreated, 20);
+    const removed = apply(state, { type: 'MemberRemoved', nodeId: nodeId(1), reason: 'removed' }, 21);
+    assert.ok(removed.instances['inst-a' as InstanceId]);
   });
 });

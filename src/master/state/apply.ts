@@ -33,7 +33,7 @@ export function apply(state: ClusterState, event: Event, idx: number): ClusterSt
         hostPreferred: false,
         status: 'active',
       };
-      return { clusterId: event.clusterId, members: { [event.founder.nodeId]: founder }, dissolved: false };
+      return { clusterId: event.clusterId, members: { [event.founder.nodeId]: founder }, dissolved: false, instances: {} };
     }
     case 'MemberAdmitted': {
       const existing = memberOf(state, event.member.nodeId);
@@ -57,6 +57,7 @@ export function apply(state: ClusterState, event: Event, idx: number): ClusterSt
       if (memberOf(state, event.nodeId) === undefined) return state;
       const members = { ...state.members };
       delete members[event.nodeId];
+      // Its instances stay until the master ends or re-places them: that is a decision, made in the log.
       return { ...state, members };
     }
     case 'NicknameSet':
@@ -69,6 +70,19 @@ export function apply(state: ClusterState, event: Event, idx: number): ClusterSt
       return withMember(state, event.nodeId, (member) => ({ ...member, status: 'active' }));
     case 'ClusterDissolved':
       return state.dissolved ? state : { ...state, dissolved: true };
+    case 'InstanceCreated': {
+      if (Object.hasOwn(state.instances, event.instance.instanceId)) return state;
+      const instances = { ...state.instances };
+      if (event.replaces !== null) delete instances[event.replaces];
+      instances[event.instance.instanceId] = { ...event.instance, createdIdx: idx };
+      return { ...state, instances };
+    }
+    case 'InstanceEnded': {
+      if (!Object.hasOwn(state.instances, event.instanceId)) return state;
+      const instances = { ...state.instances };
+      delete instances[event.instanceId];
+      return { ...state, instances };
+    }
     case 'TermStarted':
     case 'CommandRejected':
       // Facts about the log, not the cluster: the core reads them from records.

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { ClusterId, CommandId, NodeId } from './ids.js';
+import { InstanceId } from '../../common/ids.js';
 import { MemberInfo, REJECTION_MESSAGE_MAX_CHARS, ResultCode } from './events.js';
+import { INSTANCE_TEXT_MAX_CHARS, InstanceEndReason, InstanceSpec } from './instances.js';
 
 /** Longest nickname the wire carries; anything over NICKNAME_MAX_CHARS is a typed rejection, not a drop. */
 export const NICKNAME_WIRE_MAX_CHARS = 256;
@@ -18,6 +20,19 @@ export const SetNickname = z.strictObject({
 export const SetHostPreference = z.strictObject({ type: z.literal('SetHostPreference'), nodeId: NodeId, preferred: z.boolean() });
 export const DissolveCluster = z.strictObject({ type: z.literal('DissolveCluster') });
 
+export const PlaceInstance = z.strictObject({ type: z.literal('PlaceInstance'), instance: InstanceSpec });
+/**
+ * Ends an instance; with a successor it is a re-placement, decided as one step so the model is never
+ * left without an instance by a crash between the two.
+ */
+export const EndInstance = z.strictObject({
+  type: z.literal('EndInstance'),
+  instanceId: InstanceId,
+  reason: InstanceEndReason,
+  message: z.string().max(INSTANCE_TEXT_MAX_CHARS),
+  successor: InstanceSpec.nullable(),
+});
+
 export const Command = z.discriminatedUnion('type', [
   FoundCluster,
   AdmitMember,
@@ -26,6 +41,8 @@ export const Command = z.discriminatedUnion('type', [
   SetNickname,
   SetHostPreference,
   DissolveCluster,
+  PlaceInstance,
+  EndInstance,
 ]);
 export type Command = z.infer<typeof Command>;
 export type CommandType = Command['type'];
@@ -47,6 +64,11 @@ export const COMMAND_ERROR_CODES = [
   'MEMBER_NOT_FOUND',
   'INVALID_NICKNAME',
   'FORBIDDEN',
+  'INSTANCE_EXISTS',
+  'INSTANCE_NOT_FOUND',
+  /** A placement names a node that is not an active member. */
+  'NODE_UNAVAILABLE',
+  'TOO_MANY_INSTANCES',
   // Not decisions:
   'NO_CLUSTER',
   'TIMEOUT',

@@ -4,7 +4,9 @@ import { apply, applyRecord } from './apply.js';
 import type { Command } from './commands.js';
 import { decide, type Decision } from './decide.js';
 import { emptyState, MAX_MEMBERS, type ClusterState } from './state.js';
-import { CLUSTER_ID, clusterLog, member, nodeId, origin } from './fixtures.test-support.js';
+import { CLUSTER_ID, clusterLog, instanceSpec, member, nodeId, origin } from './fixtures.test-support.js';
+import type { InstanceId } from '../../common/ids.js';
+import { MAX_INSTANCES } from './instances.js';
 
 function cluster(): ClusterState {
   return clusterLog(3).records.reduce(applyRecord, emptyState());
@@ -82,5 +84,38 @@ describe('decide', () => {
 
   test('DissolveCluster: any member', () => {
     assert.deepEqual(events(decide(cluster(), origin(2, { type: 'DissolveCluster' }))), [{ type: 'ClusterDissolved' }]);
+  });
+});
+
+describe('decide: instances', () => {
+  const place = (id: string, nodes: number[]): Command => ({ type: 'PlaceInstance', instance: instanceSpec(id, nodes) });
+  const withInstance = (): ClusterState => apply(cluster(), { type: 'InstanceCreated', instance: instanceSpec('inst-a', [0]), replaces: null }, 9);
+
+  test('PlaceInstance creates it when every node is an active member and the id is new', () => {
+    assert.deepEqual(events(decide(cluster(), origin(1, place('inst-a', [0, 2])))), [{ type: 'InstanceCreated', instance: instanceSpec('inst-a', [0, 2]), replaces: null }]);
+    assert.equal(code(decide(withInstance(), origin(1, place('inst-a', [1])))), 'INSTANCE_EXISTS');
+    assert.equal(code(decide(cluster(), origin(1, place('inst-b', [0, 40])))), 'NODE_UNAVAILABLE');
+    const pruned = apply(cluster(), { type: 'NodeTimedOut', nodeId: nodeId(2), heartbeatAgeMs: 1, lastSeenAgeMs: 1 }, 9);
+    assert.equal(code(decide(pruned, origin(1, place('inst-b', [2])))), 'NODE_UNAVAILABLE', 'a pruned node takes no new work');
+    const twice = { type: 'PlaceInstance', instance: { ...instanceSpec('inst-b', [0]), placements: [...instanceSpec('x', [0]).placements, ...instanceSpec('x', [0]).placements] } } as Command;
+    assert.equal(code(decide(cluster(), origin(1, twice))), 'NODE_UNAVAILABLE');
+  });
+
+  test('PlaceInstance is refused beyond MAX_INSTANCES', () => {
+    let state = cluster();
+    for (let i = 0; i < MAX_INSTANCES; i++) state = apply(state, { type: 'InstanceCreated', instance: instanceSpec(`inst-${i}`, [0]), replaces: null }, 10 + i);
+    assert.equal(code(decide(state, origin(1, place('inst-new', [1])))), 'TOO_MANY_INSTANCES');
+  });
+
+  test('EndInstance ends it, or ends it and creates its successor in one decision', () => {
+    const end: Command = { type: 'EndInstance', instanceId: 'inst-a' as InstanceId, reason: 'deleted', message: 'stopped', successor: null };
+    assert.deepEqual(events(decide(withInstance(), origin(1, end))), [{ type: 'InstanceEnded', instanceId: 'inst-a', reason: 'deleted', message: 'stopped' }]);
+    assert.equal(code(decide(cluster(), origin(1, end))), 'INSTANCE_NOT_FOUND');
+    const replace: Command = { ...end, reason: 'replaced', successor: instanceSpec('inst-b', [1, 2]) };
+    const decided = events(decide(withInstance(), origin(1, replace)));
+    assert.equal(decided.length, 2);
+    assert.deepEqual(decided[1], { type: 'InstanceCreated', instance: instanceSpec('inst-b', [1, 2]), replaces: 'inst-a' });
+    const bad: Command = { ...replace, successor: instanceSpec('inst-b', [40]) };
+    assert.equal(code(decide(withInstance(), origin(1, bad))), 'NODE_UNAVAILABLE', 'a successor on a stranger is refused and the instance stays');
   });
 });

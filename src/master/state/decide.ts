@@ -1,7 +1,8 @@
 import { assertNever } from '../../common/errors.js';
 import type { CommandErrorCode, Origin } from './commands.js';
 import { NICKNAME_MAX_CHARS, type Event } from './events.js';
-import { MAX_MEMBERS, memberOf, type ClusterState } from './state.js';
+import { MAX_INSTANCES, type InstanceSpec } from './instances.js';
+import { instanceOf, MAX_MEMBERS, memberOf, type ClusterState } from './state.js';
 
 export type Decision = { events: Event[] } | { error: { code: CommandErrorCode; message: string } };
 
@@ -11,6 +12,24 @@ function reject(code: CommandErrorCode, message: string): Decision {
 
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+
+/** Why `spec` cannot be created in `state`, or null when it can. */
+function instanceProblem(state: ClusterState, spec: InstanceSpec, replacing: boolean): Decision | null {
+  if (instanceOf(state, spec.instanceId) !== undefined) return reject('INSTANCE_EXISTS', `instance ${spec.instanceId} already exists`);
+  if (!replacing && Object.keys(state.instances).length >= MAX_INSTANCES) {
+    return reject('TOO_MANY_INSTANCES', `a cluster runs at most ${MAX_INSTANCES} instances: stop one first`);
+  }
+  const nodes = new Set<string>();
+  for (const placement of spec.placements) {
+    const member = memberOf(state, placement.nodeId);
+    if (member === undefined || member.status !== 'active') {
+      return reject('NODE_UNAVAILABLE', `node ${placement.nodeId} is not an active member: plan the placement again`);
+    }
+    if (nodes.has(placement.nodeId)) return reject('NODE_UNAVAILABLE', `node ${placement.nodeId} appears twice in one placement`);
+    nodes.add(placement.nodeId);
+  }
+  return null;
+}
 
 /**
  * The master's judgement of one command against the current state: the events it becomes, or why not.
@@ -53,6 +72,16 @@ export function decide(state: ClusterState, origin: Origin): Decision {
       return { events: [{ type: 'HostPreferenceSet', nodeId: command.nodeId, preferred: command.preferred }] };
     case 'DissolveCluster':
       return { events: [{ type: 'ClusterDissolved' }] };
+    case 'PlaceInstance':
+      return instanceProblem(state, command.instance, false) ?? { events: [{ type: 'InstanceCreated', instance: command.instance, replaces: null }] };
+    case 'EndInstance': {
+      if (instanceOf(state, command.instanceId) === undefined) return reject('INSTANCE_NOT_FOUND', `instance ${command.instanceId} is not running (it may have ended already)`);
+      const ended = { type: 'InstanceEnded' as const, instanceId: command.instanceId, reason: command.reason, message: command.message };
+      if (command.successor === null) return { events: [ended] };
+      const problem = instanceProblem(state, command.successor, true);
+      if (problem) return problem;
+      return { events: [ended, { type: 'InstanceCreated', instance: command.successor, replaces: command.instanceId }] };
+    }
     default:
       return assertNever(command, 'command');
   }

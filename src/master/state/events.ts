@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { InstanceId } from '../../common/ids.js';
 import { ClusterId, CommandId, Fingerprint, NodeId } from './ids.js';
+import { INSTANCE_TEXT_MAX_CHARS, InstanceEndReason, InstanceSpec } from './instances.js';
 
 export const NODE_NAME_MAX_CHARS = 64;
 export const MEMBER_ADDRS_MAX = 16;
@@ -56,6 +58,15 @@ export const CommandRejected = z.strictObject({
   message: z.string().max(REJECTION_MESSAGE_MAX_CHARS),
 });
 
+/** `replaces`: the instance this one succeeds (re-placement), ended by the record just before it. */
+export const InstanceCreated = z.strictObject({ type: z.literal('InstanceCreated'), instance: InstanceSpec, replaces: InstanceId.nullable() });
+export const InstanceEnded = z.strictObject({
+  type: z.literal('InstanceEnded'),
+  instanceId: InstanceId,
+  reason: InstanceEndReason,
+  message: z.string().max(INSTANCE_TEXT_MAX_CHARS),
+});
+
 export const Event = z.discriminatedUnion('type', [
   ClusterFounded,
   TermStarted,
@@ -67,6 +78,8 @@ export const Event = z.discriminatedUnion('type', [
   NodeReturned,
   ClusterDissolved,
   CommandRejected,
+  InstanceCreated,
+  InstanceEnded,
 ]);
 export type Event = z.infer<typeof Event>;
 export type EventType = Event['type'];

@@ -1,4 +1,6 @@
 // Deterministic members and logs for the state and core unit tests (not a test file itself).
+import type { InstanceId, ModelId } from '../../common/ids.js';
+import type { InstanceSpec } from './instances.js';
 import type { Command, Origin } from './commands.js';
 import type { Event, MemberInfo } from './events.js';
 import { GENESIS_HASH } from './hash.js';
@@ -60,4 +62,34 @@ export function clusterLog(nodes: number): LogBuilder {
   log.add(1, { type: 'TermStarted', term: 1, masterId: nodeId(0) });
   for (let n = 1; n < nodes; n++) log.add(1, { type: 'MemberAdmitted', member: member(n) }, origin(0, { type: 'AdmitMember', member: member(n) }));
   return log;
+}
+
+/** A valid instance spec over the given member numbers (pooled when more than one and `shape` says so). */
+export function instanceSpec(id: string, nodes: number[], shape: InstanceSpec['shape'] = nodes.length > 1 ? 'replicas' : 'single'): InstanceSpec {
+  return {
+    instanceId: id as InstanceId,
+    modelId: 'shoal/tiny' as ModelId,
+    shape,
+    placements: nodes.map((n, i) => ({
+      nodeId: nodeId(n),
+      role: shape === 'pooled' ? (i === nodes.length - 1 ? 'driver' : 'donor') : 'full',
+      backend: shape === 'pooled' ? (i === nodes.length - 1 ? 'llama_server-cpu' : 'rpc-cpu') : 'llama_cpp-cpu',
+      firstLayer: 0,
+      layerCount: 2,
+      holdsOutput: true,
+      tensorSplit: shape === 'pooled' ? 1 : null,
+      estimatedBytes: 1000,
+    })),
+    contextTokens: 512,
+    parallel: 2,
+    kvCacheType: 'f16',
+    capabilities: ['chat', 'completion'],
+    exclusions: [],
+    replicas: shape === 'replicas' ? nodes.length : 1,
+    minNodes: shape === 'pooled' ? nodes.length : 1,
+    refusal: { hops: 0, fellBack: false },
+    predictedDecodeTokPerS: 10,
+    warnings: [],
+    createdAtMs: 0,
+  };
 }

@@ -27,8 +27,8 @@ describe('canonical JSON and hashes', () => {
   test('stateHash is independent of the order members were inserted', () => {
     const m0 = { ...member(0), nickname: null, admittedIdx: 1, termSlot: 0, hostPreferred: false, status: 'active' as const };
     const m1 = { ...member(1), nickname: 'b', admittedIdx: 3, termSlot: 1, hostPreferred: true, status: 'pruned' as const };
-    const a: ClusterState = { clusterId: null, members: { [nodeId(0)]: m0, [nodeId(1)]: m1 }, dissolved: false };
-    const b: ClusterState = { dissolved: false, members: { [nodeId(1)]: { ...m1 }, [nodeId(0)]: { ...m0 } }, clusterId: null };
+    const a: ClusterState = { clusterId: null, members: { [nodeId(0)]: m0, [nodeId(1)]: m1 }, dissolved: false, instances: {} };
+    const b: ClusterState = { instances: {}, dissolved: false, members: { [nodeId(1)]: { ...m1 }, [nodeId(0)]: { ...m0 } }, clusterId: null };
     assert.equal(stateHash(a), stateHash(b));
     assert.match(stateHash(a), /^[0-9a-f]{64}$/);
     assert.notEqual(stateHash(a), stateHash(emptyState()));

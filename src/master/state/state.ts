@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { ClusterId, NodeId } from './ids.js';
+import { InstanceId } from '../../common/ids.js';
 import { MemberInfo, NICKNAME_MAX_CHARS } from './events.js';
+import { InstanceState } from './instances.js';
 
 /** Most members a cluster holds; also the number of term slots (see election.ts: terms are unique per node). */
 export const MAX_MEMBERS = 256;
@@ -24,13 +26,19 @@ export const ClusterState = z.strictObject({
   clusterId: ClusterId.nullable(),
   members: z.record(NodeId, MemberState),
   dissolved: z.boolean(),
+  /** Model instances the cluster decided to run (DESIGN.md section 7). */
+  instances: z.record(InstanceId, InstanceState),
 });
 export type ClusterState = z.infer<typeof ClusterState>;
 
 export function emptyState(): ClusterState {
-  return { clusterId: null, members: {}, dissolved: false };
+  return { clusterId: null, members: {}, dissolved: false, instances: {} };
 }
 
 export function memberOf(state: ClusterState, nodeId: NodeId): MemberState | undefined {
   return Object.hasOwn(state.members, nodeId) ? state.members[nodeId] : undefined;
+}
+
+export function instanceOf(state: ClusterState, instanceId: InstanceId): InstanceState | undefined {
+  return Object.hasOwn(state.instances, instanceId) ? state.instances[instanceId] : undefined;
 }

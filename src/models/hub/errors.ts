@@ -22,6 +22,8 @@ export const MODELS_ERROR_CODE = {
   CHECKSUM_MISMATCH: 'INTERNAL',
   /** The transfer failed after its retries (network cut, short body); the part file is kept. */
   DOWNLOAD_FAILED: 'INTERNAL',
+  /** A member asked for its copy of a model refused, no longer had it, or sent what it should not. */
+  PEER_COPY_FAILED: 'INTERNAL',
   /** Not enough free disk (after the reserve and eviction) for the bytes still needed. */
   INSUFFICIENT_DISK: 'DISK_FULL',
   /** The model is loaded or downloading and cannot be removed now. */

@@ -16,3 +16,4 @@ export {
 } from './store.js';
 export { renderProgressLine, progressBarWriter, formatBytes, RateMeter, RATE_WINDOW_MS, DEFAULT_PROGRESS_INTERVAL_MS, type DownloadProgress, type FileProgress, type FileState } from './progress.js';
 export { hubStoreRoot, filePathFor, partPathFor, revisionDir, PART_SUFFIX, INDEX_FILE } from './layout.js';
+export { hubSource, RetryableError, type ByteSource, type PartWriter } from './transfer.js';

@@ -12,7 +12,7 @@ import { chooseDefaultQuant, findGroup, type HubFile } from '../hub/gguf-files.j
 import { checkFilePath, checkRevision, filePathFor, hubStoreRoot, INDEX_FILE, partPathFor, PART_SUFFIX, repoDir, revisionDir } from './layout.js';
 import { formatBytes, ProgressTracker, DEFAULT_PROGRESS_INTERVAL_MS, type DownloadProgress } from './progress.js';
 import { loadIndex, saveIndex, type IndexedFile, type PendingRecord, type StoredModelRecord, type StoreIndex } from './store-index.js';
-import { transferFile } from './transfer.js';
+import { hubSource, transferFile, type ByteSource } from './transfer.js';
 
 /** Free disk a download never takes: it fails (or evicts) rather than go below this. */
 export const DEFAULT_DISK_RESERVE_BYTES = 10 * 1024 ** 3;
@@ -52,6 +52,11 @@ export interface DownloadPlan {
 export interface DownloadOptions {
   signal?: AbortSignal;
   onProgress?: (progress: DownloadProgress) => void;
+  /**
+   * Where the bytes come from; default the hub. Whatever the source, every file is verified against
+   * the plan's hashes, so a plan from the hub makes a copy from anywhere as good as a download.
+   */
+  source?: ByteSource;
 }
 
 export interface PullRequest {
@@ -264,6 +269,19 @@ export class ModelStore {
     return new Set(this.inUseFn());
   }
 
+  /**
+   * A file of a complete copy, for a member that wants it: only a path the index lists for a model
+   * at `repo@revision`, so nothing else under (or outside) the store can be named. Null otherwise.
+   */
+  servable(repo: string, revision: string, path: string): { path: string; file: IndexedFile } | null {
+    for (const record of Object.values(this.index.models)) {
+      if (record.repo !== repo || record.revision !== revision) continue;
+      const file = record.files.find((f) => f.path === path);
+      if (file) return { path: filePathFor(this.root, record.repo, record.revision, file.path), file: { ...file } };
+    }
+    return null;
+  }
+
   /** Records that a model was used (loaded, served), for LRU eviction. */
   async markUsed(modelId: string, atMs = this.now()): Promise<void> {
     await this.indexLock.run(async () => {
@@ -311,7 +329,7 @@ export class ModelStore {
     }
     const flight: InFlight = { revision: plan.revision, promise: Promise.resolve(null as unknown as StoredModel), listeners: new Set(), remaining: 0 };
     if (opts.onProgress) flight.listeners.add(opts.onProgress);
-    flight.promise = this.run(plan, flight, opts.signal).finally(() => {
+    flight.promise = this.run(plan, flight, opts.signal, opts.source).finally(() => {
       this.inflight.delete(plan.modelId);
     });
     this.inflight.set(plan.modelId, flight);
@@ -354,7 +372,7 @@ export class ModelStore {
     return null;
   }
 
-  private async run(plan: DownloadPlan, flight: InFlight, signal: AbortSignal | undefined): Promise<StoredModel> {
+  private async run(plan: DownloadPlan, flight: InFlight, signal: AbortSignal | undefined, given: ByteSource | undefined): Promise<StoredModel> {
     const tracker = new ProgressTracker(plan, plan.files, flight.listeners, this.now, this.opts.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS);
     const existing = this.index.models[plan.modelId];
     if (existing && existing.revision === plan.revision && (await this.isComplete(existing))) {
@@ -387,6 +405,7 @@ export class ModelStore {
 
     await this.admit(plan.modelId, needed, flight);
     await this.recordPending(plan);
+    const source = needed > 0 ? (given ?? hubSource(this.hub, plan.repo, plan.revision)) : null;
 
     const controller = new AbortController();
     const combined = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
@@ -411,7 +430,7 @@ export class ModelStore {
           });
           try {
             await transferFile({
-              hub: this.hub,
+              source: source as ByteSource,
               repo: plan.repo,
               revision: plan.revision,
               file: t.file,
@@ -532,9 +551,10 @@ export class ModelStore {
 
   // ---- disk admission and eviction ----------------------------------------------------------
 
-  /** Idle complete copies, least recently used first: not in use, not downloading, not `except`. */
-  private evictionCandidates(except: string | null): StoredModelRecord[] {
+  /** Idle complete copies, least recently used first: not in use, not downloading, not `except`, not `protect`ed. */
+  private evictionCandidates(except: string | null, protect: Iterable<string> = []): StoredModelRecord[] {
     const inUse = this.inUse();
+    for (const id of protect) inUse.add(id);
     return Object.values(this.index.models)
       .filter((r) => r.modelId !== except && !inUse.has(r.modelId) && !this.inflight.has(r.modelId))
       .sort((a, b) => a.lastUsedMs - b.lastUsedMs || (a.modelId < b.modelId ? -1 : 1));
@@ -623,16 +643,17 @@ export class ModelStore {
 
   /**
    * Evicts idle complete copies, least recently used first, until the models in the store take at
-   * most `keepBudgetBytes`. Models in use or downloading are never evicted, so the store may stay over.
+   * most `keepBudgetBytes`. Models in use, downloading or in `protect` (e.g. placed on this node and
+   * not loaded yet) are never evicted, so the store may stay over.
    */
-  async evictBeyond(keepBudgetBytes: number): Promise<EvictionReport> {
+  async evictBeyond(keepBudgetBytes: number, protect: Iterable<string> = []): Promise<EvictionReport> {
     if (!(Number.isFinite(keepBudgetBytes) && keepBudgetBytes >= 0)) throw new ShoalError('BAD_REQUEST', `the model budget must be bytes >= 0, got ${keepBudgetBytes}`);
     return this.admissionLock.run(async () => {
       const all = Object.values(this.index.models);
       const total = (await this.freedByEvicting(all))[all.length - 1] ?? 0;
       const evicted: string[] = [];
       let kept = total;
-      for (const record of this.evictionCandidates(null)) {
+      for (const record of this.evictionCandidates(null, protect)) {
         if (kept <= keepBudgetBytes) break;
         const rest = Object.values(this.index.models).filter((r) => r.modelId !== record.modelId);
         await this.evict(record.modelId);

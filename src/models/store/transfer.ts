@@ -1,25 +1,62 @@
-// One file from the hub into place: resumes its `.part` file with a Range request, hashes as it
-// writes, and renames into place only when the hash matches what the hub lists.
+// One file into place from a byte source (the hub, or a member that holds a copy): resumes its
+// `.part` file where it ends, hashes as it writes, and renames into place only when the hash matches
+// what the hub lists.
 
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, rename, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { downloadFile, fileDownloadInfo } from '@huggingface/hub';
-import { cancelledError, ModelsError } from '../hub/errors.js';
+import type { ShoalError } from '../../common/errors.js';
+import { cancelledError, ModelsError, type ModelsErrorReason } from '../hub/errors.js';
 import { hubError, isNetworkError, mergeSignals, type ResolvedHubOptions } from '../hub/endpoint.js';
 import type { HubFile } from '../hub/gguf-files.js';
 import { formatBytes } from './progress.js';
 
+/** A transfer that ended early in a way a later attempt may not (a cut connection, a short body): retried from the part file's end. */
+export class RetryableError extends Error {
+  override name = 'RetryableError';
+}
+
+/** Appends one file's bytes to its part file, hashing them; a source writes into it. */
+export interface PartWriter {
+  /** Bytes in the part file now: where the source continues. */
+  readonly position: number;
+  /** Appends `chunk`; throws when it would run past the file's size. */
+  write(chunk: Uint8Array): Promise<void>;
+  /** Empties the part file: the source sends the whole file again (a server that ignored Range). */
+  restart(): Promise<void>;
+}
+
+/** Where a file's bytes come from. */
+export interface ByteSource {
+  /** Named in messages: the hub's URL, or `member <name or id>`. */
+  readonly name: string;
+  /** `downloading` (the hub) or `copying` (a peer), for messages. */
+  readonly verb: 'downloading' | 'copying';
+  /** The reason a wrong answer from this source carries (HUB_BAD_RESPONSE, PEER_COPY_FAILED). */
+  readonly badAnswer: ModelsErrorReason;
+  /** Attempts after the first when a failure is retryable; default the store's. */
+  readonly retries?: number;
+  /**
+   * Writes `file` from `writer.position` to its end into `writer`. Throws a ModelsError for an answer
+   * that another attempt would not change, a RetryableError (or a failure `retryable` accepts) otherwise.
+   */
+  fetch(file: HubFile, writer: PartWriter, signal: AbortSignal): Promise<void>;
+  retryable(error: unknown): boolean;
+  /** A failure that is not retryable and not a ModelsError, as the error to throw. */
+  failure(error: unknown, what: string, signal: AbortSignal): ShoalError;
+}
+
 export interface TransferArgs {
-  hub: ResolvedHubOptions;
+  source: ByteSource;
   repo: string;
   revision: string;
   file: HubFile;
   finalPath: string;
   partPath: string;
   signal: AbortSignal;
-  /** Extra attempts after a network failure; each resumes where the part file ends. */
+  /** Extra attempts after a retryable failure (unless the source says otherwise); each resumes where the part file ends. */
   retries: number;
   retryDelayMs: number;
   /** The transfer (re)starts with `bytesOnDisk` already in the part file. */
@@ -69,7 +106,33 @@ class FileDigest {
   }
 }
 
-class RetryableError extends Error {}
+class PartFileWriter implements PartWriter {
+  constructor(
+    private readonly handle: FileHandle,
+    public position: number,
+    private readonly file: HubFile,
+    private readonly digest: FileDigest,
+    private readonly source: ByteSource,
+    private readonly what: string,
+    private readonly onBytes: ((delta: number, bytesOnDisk: number) => void) | undefined,
+  ) {}
+
+  async write(chunk: Uint8Array): Promise<void> {
+    if (this.position + chunk.length > this.file.size) {
+      throw new ModelsError(this.source.badAnswer, `${this.source.name} sent more than the ${this.file.size} bytes of ${this.what}`);
+    }
+    await this.handle.write(chunk);
+    this.digest.update(chunk);
+    this.position += chunk.length;
+    this.onBytes?.(chunk.length, this.position);
+  }
+
+  async restart(): Promise<void> {
+    await this.handle.truncate(0);
+    this.digest.reset();
+    this.position = 0;
+  }
+}
 
 async function sizeOf(path: string): Promise<number | null> {
   try {
@@ -110,9 +173,11 @@ function stripEtag(etag: string): string {
   return etag.replace(/^W\//, '').replace(/^"|"$/g, '');
 }
 
-/** Downloads `file` to `finalPath` (via `partPath`), resuming and retrying; throws ModelsError or CANCELLED. */
+/** Moves `file` from `source` to `finalPath` (via `partPath`), resuming and retrying; throws ModelsError or CANCELLED. */
 export async function transferFile(a: TransferArgs): Promise<void> {
+  const { source } = a;
   const what = `${a.file.path} of ${a.repo}@${a.revision}`;
+  const retries = source.retries ?? a.retries;
   await mkdir(dirname(a.partPath), { recursive: true });
   const digest = new FileDigest(a.file);
   for (let attempt = 0; ; attempt += 1) {
@@ -125,17 +190,17 @@ export async function transferFile(a: TransferArgs): Promise<void> {
       }
       if (digest.bytes !== onDisk) await hashPrefix(a.partPath, onDisk, digest);
       a.onStart?.(onDisk);
-      if (onDisk < a.file.size) await fetchRest(a, onDisk, digest, what);
+      if (onDisk < a.file.size) await writeRest(a, onDisk, digest, what);
       else if (onDisk === 0) await (await open(a.partPath, 'a')).close();
       break;
     } catch (error) {
       if (a.signal.aborted) throw cancelledError(`the download of ${what}`, error);
       if (error instanceof ModelsError) throw error;
       if (isDiskFull(error)) {
-        throw new ModelsError('INSUFFICIENT_DISK', `the disk filled up while downloading ${what}; the part file ${a.partPath} is kept: free some space and pull again to resume`, { cause: error });
+        throw new ModelsError('INSUFFICIENT_DISK', `the disk filled up while ${source.verb} ${what}; the part file ${a.partPath} is kept: free some space and pull again to resume`, { cause: error });
       }
-      const retryable = error instanceof RetryableError || isNetworkError(error);
-      if (retryable && attempt < a.retries) {
+      const retryable = error instanceof RetryableError || source.retryable(error);
+      if (retryable && attempt < retries) {
         a.onRetry?.(attempt + 1, error);
         try {
           await sleep(a.retryDelayMs * 2 ** attempt, a.signal);
@@ -146,9 +211,9 @@ export async function transferFile(a: TransferArgs): Promise<void> {
       }
       if (retryable) {
         const message = error instanceof Error ? error.message : String(error);
-        throw new ModelsError('DOWNLOAD_FAILED', `downloading ${what} failed after ${attempt + 1} attempts (${message}); the part file is kept and the next pull resumes it`, { cause: error, details: { partPath: a.partPath } });
+        throw new ModelsError('DOWNLOAD_FAILED', `${source.verb} ${what} from ${source.name} failed after ${attempt + 1} attempts (${message}); the part file is kept and the next pull resumes it`, { cause: error, details: { partPath: a.partPath, source: source.name } });
       }
-      throw hubError(error, { ...a.hub, signal: a.signal }, what, 'FILE_NOT_FOUND');
+      throw source.failure(error, what, a.signal);
     }
   }
 
@@ -158,43 +223,69 @@ export async function transferFile(a: TransferArgs): Promise<void> {
     await unlink(a.partPath).catch(() => undefined);
     throw new ModelsError(
       'CHECKSUM_MISMATCH',
-      `${what} does not match the hub's ${digest.algorithm} (expected ${digest.expected}, got ${actual} over ${digest.bytes} bytes): the download was corrupted or the mirror serves different bytes; the part file was deleted, pull again`,
-      { details: { path: a.file.path, expected: digest.expected, actual, algorithm: digest.algorithm, bytes: digest.bytes } },
+      `${what} from ${source.name} does not match the hub's ${digest.algorithm} (expected ${digest.expected}, got ${actual} over ${digest.bytes} bytes): the transfer was corrupted or the source serves different bytes; the part file was deleted, pull again`,
+      { details: { path: a.file.path, expected: digest.expected, actual, algorithm: digest.algorithm, bytes: digest.bytes, source: source.name } },
     );
   }
   await rename(a.partPath, a.finalPath);
 }
 
-async function fetchRest(a: TransferArgs, offset: number, digest: FileDigest, what: string): Promise<void> {
+async function writeRest(a: TransferArgs, offset: number, digest: FileDigest, what: string): Promise<void> {
+  const handle = await open(a.partPath, 'a');
+  try {
+    const writer = new PartFileWriter(handle, offset, a.file, digest, a.source, what, a.onBytes);
+    await a.source.fetch(a.file, writer, a.signal);
+    if (writer.position !== a.file.size) {
+      throw new RetryableError(`the transfer ended at ${formatBytes(writer.position)} of ${formatBytes(a.file.size)}`);
+    }
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The hub's `resolve` route for files of `repo` at `revision`, resumed with Range requests. */
+export function hubSource(hub: ResolvedHubOptions, repo: string, revision: string): ByteSource {
+  return {
+    name: hub.endpoint,
+    verb: 'downloading',
+    badAnswer: 'HUB_BAD_RESPONSE',
+    fetch: (file, writer, signal) => fetchFromHub(hub, repo, revision, file, writer, signal),
+    retryable: (error) => isNetworkError(error),
+    failure: (error, what, signal) => hubError(error, { ...hub, signal }, what, 'FILE_NOT_FOUND'),
+  };
+}
+
+async function fetchFromHub(hub: ResolvedHubOptions, repo: string, revision: string, file: HubFile, writer: PartWriter, signal: AbortSignal): Promise<void> {
+  const what = `${file.path} of ${repo}@${revision}`;
+  const offset = writer.position;
   let last: Response | null = null;
   const fetchWithSignal: typeof fetch = async (input, init) => {
-    const res = await a.hub.fetch(input, { ...init, signal: mergeSignals(a.signal, init?.signal ?? undefined) });
+    const res = await hub.fetch(input, { ...init, signal: mergeSignals(signal, init?.signal ?? undefined) });
     last = res;
     return res;
   };
-  const common = { repo: a.repo, path: a.file.path, revision: a.revision, hubUrl: a.hub.endpoint, fetch: fetchWithSignal, accessToken: a.hub.accessToken };
+  const common = { repo, path: file.path, revision, hubUrl: hub.endpoint, fetch: fetchWithSignal, accessToken: hub.accessToken };
   const info = await fileDownloadInfo(common);
-  if (!info) throw new ModelsError('FILE_NOT_FOUND', `${what} is not on ${a.hub.endpoint}`);
+  if (!info) throw new ModelsError('FILE_NOT_FOUND', `${what} is not on ${hub.endpoint}`);
   const probe = last as Response | null;
-  if (info.size !== a.file.size) {
-    throw new ModelsError('HUB_BAD_RESPONSE', `${a.hub.endpoint} serves ${what} with ${info.size} bytes but listed ${a.file.size}`);
+  if (info.size !== file.size) {
+    throw new ModelsError('HUB_BAD_RESPONSE', `${hub.endpoint} serves ${what} with ${info.size} bytes but listed ${file.size}`);
   }
   const etag = stripEtag(info.etag);
-  if (a.file.sha256 && /^[0-9a-f]{64}$/.test(etag) && etag !== a.file.sha256) {
-    throw new ModelsError('HUB_BAD_RESPONSE', `${a.hub.endpoint} serves ${what} with SHA-256 ${etag} but listed ${a.file.sha256}`);
+  if (file.sha256 && /^[0-9a-f]{64}$/.test(etag) && etag !== file.sha256) {
+    throw new ModelsError('HUB_BAD_RESPONSE', `${hub.endpoint} serves ${what} with SHA-256 ${etag} but listed ${file.sha256}`);
   }
   const commit = probe?.headers.get('x-repo-commit');
-  if (commit && commit !== a.revision) {
-    throw new ModelsError('HUB_BAD_RESPONSE', `${a.hub.endpoint} served commit ${commit} when asked for ${what}`);
+  if (commit && commit !== revision) {
+    throw new ModelsError('HUB_BAD_RESPONSE', `${hub.endpoint} served commit ${commit} when asked for ${what}`);
   }
   // fileDownloadInfo reads only the probe's headers: release its 1-byte body (or xet JSON) and its socket.
   await probe?.body?.cancel().catch(() => undefined);
   const blob = await downloadFile({ ...common, downloadInfo: info, xet: false });
-  if (!blob) throw new ModelsError('FILE_NOT_FOUND', `${what} is not on ${a.hub.endpoint}`);
+  if (!blob) throw new ModelsError('FILE_NOT_FOUND', `${what} is not on ${hub.endpoint}`);
   last = null;
   const reader = (offset > 0 ? blob.slice(offset) : blob).stream().getReader();
-  const handle = await open(a.partPath, 'a');
-  let position = offset;
   let checked = false;
   try {
     while (true) {
@@ -205,32 +296,19 @@ async function fetchRest(a: TransferArgs, offset: number, digest: FileDigest, wh
         if (res && offset > 0) {
           if (res.status === 200) {
             // The server ignored Range and sends the whole file: start the part file over.
-            await handle.truncate(0);
-            digest.reset();
-            position = 0;
+            await writer.restart();
           } else {
             const start = Number(/^bytes (\d+)-/.exec(res.headers.get('content-range') ?? '')?.[1]);
             if (res.status !== 206 || start !== offset) {
-              throw new ModelsError('HUB_BAD_RESPONSE', `${a.hub.endpoint} answered a resume of ${what} from byte ${offset} with HTTP ${res.status} (${res.headers.get('content-range') ?? 'no Content-Range'})`);
+              throw new ModelsError('HUB_BAD_RESPONSE', `${hub.endpoint} answered a resume of ${what} from byte ${offset} with HTTP ${res.status} (${res.headers.get('content-range') ?? 'no Content-Range'})`);
             }
           }
         }
       }
       if (done) break;
-      if (position + value.length > a.file.size) {
-        throw new ModelsError('HUB_BAD_RESPONSE', `${a.hub.endpoint} sent more than the ${a.file.size} bytes of ${what}`);
-      }
-      await handle.write(value);
-      digest.update(value);
-      position += value.length;
-      a.onBytes?.(value.length, position);
+      await writer.write(value);
     }
-    if (position !== a.file.size) {
-      throw new RetryableError(`the connection ended at ${formatBytes(position)} of ${formatBytes(a.file.size)}`);
-    }
-    await handle.sync();
   } finally {
     await reader.cancel().catch(() => undefined);
-    await handle.close();
   }
 }

@@ -41,6 +41,8 @@ export interface SupervisorOptions {
   crashWindowMs?: number;
   /** How long `stop` waits for a clean exit before killing the process group. Default 3000. */
   stopGraceMs?: number;
+  /** Called whenever status() may have changed (state, in flight, queued): telemetry republishes on it. */
+  onChange?: () => void;
 }
 
 interface Request {
@@ -73,7 +75,7 @@ export class RunnerSupervisor implements AsyncDisposable {
   private restartTimer: NodeJS.Timeout | null = null;
   private loadTimer: NodeJS.Timeout | null = null;
   private readonly readyWaiters = new Set<() => void>();
-  private readonly opts: Required<Omit<SupervisorOptions, 'log' | 'config'>>;
+  private readonly opts: Required<Omit<SupervisorOptions, 'log' | 'config' | 'onChange'>>;
 
   constructor(private readonly options: SupervisorOptions) {
     this.opts = {
@@ -168,6 +170,7 @@ export class RunnerSupervisor implements AsyncDisposable {
     } else {
       this.queue.splice(this.queue.indexOf(request), 1);
       this.forget(request);
+      this.options.onChange?.();
     }
   }
 
@@ -178,6 +181,7 @@ export class RunnerSupervisor implements AsyncDisposable {
       this.active += 1;
       this.sendToChild({ type: 'run', id: request.id, task: request.task });
     }
+    this.options.onChange?.();
   }
 
   private forget(request: Request): void {
@@ -188,6 +192,7 @@ export class RunnerSupervisor implements AsyncDisposable {
   private spawn(): void {
     this.state = this.restarts === 0 ? 'starting' : 'restarting';
     this.reason = 'loading the model';
+    this.options.onChange?.();
     const child = fork(CHILD_PATH, [], {
       // Its own process group, so stopping the node can kill the engine and anything it started.
       detached: true,
@@ -284,11 +289,13 @@ export class RunnerSupervisor implements AsyncDisposable {
       this.options.log.error(this.reason);
       this.failQueued();
       this.notifyReadyWaiters();
+      this.options.onChange?.();
       return;
     }
     const delayMs = Math.min(this.opts.maxBackoffMs, this.opts.initialBackoffMs * 2 ** (this.crashTimes.length - 1));
     this.state = 'restarting';
     this.reason = `restarting in ${delayMs} ms after: ${reason}`;
+    this.options.onChange?.();
     this.restartTimer = setTimeout(() => {
       this.restartTimer = null;
       this.restarts += 1;

@@ -1,0 +1,68 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { ShoalError } from '../../common/errors.js';
+import type { PlacementError } from '../../placement/errors.js';
+import type { Plan } from '../../placement/planner.js';
+import { fromFastifyError } from '../fastify-errors.js';
+import { parseBody } from '../validation.js';
+import { checkAdmin, sendControlError } from './routes.js';
+
+/** What the placement routes need from the node. */
+export interface PlacementControl {
+  /** The plan, or the planner's typed reason it cannot be placed. */
+  plan(request: PlaceBody): Promise<{ ok: true; plan: Plan } | { ok: false; error: PlacementError }>;
+  /** Places it; throws a ShoalError carrying `placement` when the planner refuses. */
+  place(request: PlaceBody): Promise<unknown>;
+  end(instanceId: string): Promise<void>;
+}
+
+const MAX_EXCLUSIONS = 64;
+
+export const PlaceBody = z.strictObject({
+  model: z.string().min(1).max(200),
+  replicas: z.number().int().min(1).max(64).optional(),
+  exclude: z.array(z.string().min(1).max(200)).max(MAX_EXCLUSIONS).optional(),
+  min_nodes: z.number().int().min(1).max(16).optional(),
+  context_tokens: z.number().int().min(1).max(1 << 21).optional(),
+  parallel: z.number().int().min(1).max(64).optional(),
+  dry_run: z.boolean().optional(),
+});
+export type PlaceBody = z.infer<typeof PlaceBody>;
+
+const DryRunQuery = z.object({ dry_run: z.enum(['1', 'true', '0', 'false']).optional() });
+
+function placementBody(error: PlacementError): { error: { code: string; message: string; placement: PlacementError } } {
+  return { error: { code: 'PLACEMENT_FAILED', message: `cannot place: ${error.message}`, placement: error } };
+}
+
+/** `POST /place_instance` (with `dry_run`) and `DELETE /instance/:id`, behind the admin token. */
+export async function placementRoutes(app: FastifyInstance, options: { placement: PlacementControl; adminToken: string }): Promise<void> {
+  const { placement } = options;
+  app.setErrorHandler((error, _request, reply) => sendControlError(reply, fromFastifyError(error)));
+  app.addHook('onRequest', async (request) => checkAdmin(request, options.adminToken));
+
+  app.post('/place_instance', async (request, reply) => {
+    const body = parseBody(PlaceBody, request.body ?? {});
+    const query = DryRunQuery.safeParse(request.query);
+    const dryRun = body.dry_run === true || (query.success && (query.data.dry_run === '1' || query.data.dry_run === 'true'));
+    if (dryRun) {
+      const result = await placement.plan(body);
+      if (!result.ok) return reply.code(409).send(placementBody(result.error));
+      return { plan: result.plan };
+    }
+    try {
+      const instance = await placement.place(body);
+      return reply.code(201).send({ instance });
+    } catch (error) {
+      const failure = error as { placement?: PlacementError };
+      if (error instanceof ShoalError && failure.placement !== undefined) return reply.code(409).send(placementBody(failure.placement));
+      throw error;
+    }
+  });
+
+  app.delete('/instance/:id', async (request) => {
+    const { id } = request.params as { id: string };
+    await placement.end(id);
+    return { deleted: id };
+  });
+}

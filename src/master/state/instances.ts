@@ -1,0 +1,73 @@
+// Model instances as replicated state: what the cluster decided to run where. Whether a runner is up
+// right now is a reading (telemetry), not a decision, so it is not here.
+
+import { z } from 'zod';
+import { InstanceId, ModelId } from '../../common/ids.js';
+import { NodeId } from './ids.js';
+
+/** Most nodes one instance spans (replicas or split parts). */
+export const MAX_INSTANCE_PLACEMENTS = 64;
+/** Most instances the cluster holds at once; placing more is a typed rejection. */
+export const MAX_INSTANCES = 256;
+export const MAX_INSTANCE_WARNINGS = 16;
+export const INSTANCE_TEXT_MAX_CHARS = 500;
+
+export const InstanceRole = z.enum(['full', 'driver', 'donor']);
+export type InstanceRole = z.infer<typeof InstanceRole>;
+
+export const InstancePlacement = z.strictObject({
+  nodeId: NodeId,
+  role: InstanceRole,
+  /** Backend tag the node runs its part with (`llama_cpp-cpu`, `llama_server-cpu`, `rpc-cpu`...). */
+  backend: z.string().min(1).max(64),
+  firstLayer: z.number().int().min(0),
+  layerCount: z.number().int().min(0),
+  holdsOutput: z.boolean(),
+  /** Pooled only: this part's `--tensor-split` weight. */
+  tensorSplit: z.number().min(0).nullable(),
+  /** Bytes the planner expected this part to need (the worker's memory guard checks against it). */
+  estimatedBytes: z.number().int().min(0),
+});
+export type InstancePlacement = z.infer<typeof InstancePlacement>;
+
+export const InstanceCapability = z.enum(['chat', 'completion', 'embeddings', 'tools']);
+
+/** A decided instance: the plan stamped with everything a re-placement needs to honour it. */
+export const InstanceSpec = z.strictObject({
+  instanceId: InstanceId,
+  modelId: ModelId,
+  shape: z.enum(['single', 'replicas', 'pooled']),
+  placements: z.array(InstancePlacement).min(1).max(MAX_INSTANCE_PLACEMENTS),
+  contextTokens: z.number().int().min(1),
+  parallel: z.number().int().min(1),
+  kvCacheType: z.enum(['f32', 'f16', 'bf16', 'q8_0', 'q4_0']),
+  capabilities: z.array(InstanceCapability).max(4),
+  exclusions: z.array(NodeId).max(256),
+  replicas: z.number().int().min(1),
+  minNodes: z.number().int().min(1),
+  refusal: z.strictObject({ hops: z.number().int().min(0), fellBack: z.boolean() }),
+  predictedDecodeTokPerS: z.number().min(0),
+  warnings: z.array(z.string().max(INSTANCE_TEXT_MAX_CHARS)).max(MAX_INSTANCE_WARNINGS),
+  /** Unix ms on the placing node's clock; for display only (never compared across nodes). */
+  createdAtMs: z.number().int().min(0),
+});
+export type InstanceSpec = z.infer<typeof InstanceSpec>;
+
+export const InstanceEndReason = z.enum([
+  /** An operator stopped it. */
+  'deleted',
+  /** A node holding a part left, was removed or was pruned, and it could not be re-placed. */
+  'node-lost',
+  /** Re-placed: a successor instance replaces it (memory refusal, lost donor, failed download). */
+  'replaced',
+  /** It failed for good (runner breaker open, re-placement chain spent). */
+  'failed',
+]);
+export type InstanceEndReason = z.infer<typeof InstanceEndReason>;
+
+export const InstanceState = z.strictObject({
+  ...InstanceSpec.shape,
+  /** idx of the record that created it. */
+  createdIdx: z.number().int().min(1),
+});
+export type InstanceState = z.infer<typeof InstanceState>;

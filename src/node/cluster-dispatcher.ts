@@ -1,0 +1,167 @@
+import { ShoalError } from '../common/errors.js';
+import type { InstanceId } from '../common/ids.js';
+import type { RunnerTask, TaskEvent } from '../wire/task.js';
+import type { Dispatcher, ModelCapability, ModelListing } from '../api/dispatch.js';
+import type { NodeId } from '../master/state/ids.js';
+import type { ClusterState } from '../master/state/state.js';
+import type { RunnerReport } from '../master/core/messages.js';
+import type { InstanceStatus, Worker } from '../worker/worker.js';
+import { chooseRoute, type RouteCandidate } from './routing.js';
+
+/** What a node's default model offers when another node serves it (it is not in cluster state). */
+const DEFAULT_CAPABILITIES: ModelCapability[] = ['chat', 'completion', 'embeddings', 'tools'];
+
+export interface ClusterDispatcherOptions {
+  selfId: NodeId;
+  worker: Worker;
+  state: () => ClusterState;
+  /** Another node's runners as last reported, or null. */
+  runnersOf: (nodeId: NodeId) => { runners: RunnerReport[] } | null;
+  connected: (nodeId: NodeId) => boolean;
+  /** Streams a task from a runner on another node over the data plane (typed errors, INSTANCE_LOST). */
+  remote: (nodeId: NodeId, instanceId: InstanceId, task: RunnerTask, signal: AbortSignal) => AsyncIterable<TaskEvent>;
+}
+
+function capabilityFor(task: RunnerTask): ModelCapability {
+  if (task.kind === 'embed') return 'embeddings';
+  if (task.kind === 'count') return task.prompt.kind === 'chat' ? 'chat' : 'completion';
+  if (task.tools.length > 0 && task.toolChoice.mode !== 'none') return 'tools';
+  return task.prompt.kind === 'chat' ? 'chat' : 'completion';
+}
+
+function formatParams(count: number | null): string | null {
+  if (count === null) return null;
+  if (count >= 1e9) return `${(count / 1e9).toFixed(1)}B`;
+  if (count >= 1e6) return `${(count / 1e6).toFixed(1)}M`;
+  return `${(count / 1e3).toFixed(1)}K`;
+}
+
+function localListing(instance: InstanceStatus): ModelListing {
+  return {
+    id: instance.modelId,
+    created: instance.placedAt,
+    ready: instance.state === 'ready',
+    capabilities: instance.capabilities,
+    contextSize: instance.contextSize,
+    details: {
+      family: instance.model?.architecture ?? 'llama',
+      parameterSize: formatParams(instance.model?.parameterCount ?? null),
+      quantization: instance.model?.fileType ?? null,
+      sizeBytes: instance.model?.sizeBytes ?? null,
+    },
+  };
+}
+
+/**
+ * Routes each task to a runner anywhere in the cluster (DESIGN.md section 6): this node's own runners
+ * directly, another node's over the data plane. Candidates are what runners report (readings), so a
+ * node's default model is reachable from every member too; cluster state adds capabilities and windows.
+ */
+export class ClusterDispatcher implements Dispatcher {
+  /** Requests this node has open on each remote runner, keyed `nodeId/instanceId`. */
+  private readonly sentOpen = new Map<string, number>();
+
+  constructor(private readonly options: ClusterDispatcherOptions) {}
+
+  private candidates(modelId?: string): RouteCandidate[] {
+    const { selfId, worker, state, runnersOf, connected } = this.options;
+    const out: RouteCandidate[] = [];
+    for (const instance of worker.status()) {
+      if (modelId !== undefined && instance.modelId !== modelId) continue;
+      out.push({
+        nodeId: selfId,
+        instanceId: instance.instanceId,
+        modelId: instance.modelId,
+        role: instance.role,
+        state: instance.state,
+        reason: instance.reason,
+        load: instance.inFlight + instance.queued,
+        sentOpen: 0,
+        local: true,
+      });
+    }
+    for (const member of Object.values(state().members)) {
+      if (member.nodeId === selfId || member.status !== 'active' || !connected(member.nodeId)) continue;
+      for (const runner of runnersOf(member.nodeId)?.runners ?? []) {
+        if (modelId !== undefined && runner.modelId !== modelId) continue;
+        out.push({
+          nodeId: member.nodeId,
+          instanceId: runner.instanceId,
+          modelId: runner.modelId,
+          role: runner.role,
+          state: runner.state,
+          reason: runner.reason,
+          load: runner.inFlight + runner.queued,
+          sentOpen: this.sentOpen.get(`${member.nodeId}/${runner.instanceId}`) ?? 0,
+          local: false,
+        });
+      }
+    }
+    return out;
+  }
+
+  private capabilitiesOf(instanceId: InstanceId, fallback: ModelCapability[]): ModelCapability[] {
+    const placed = this.options.state().instances[instanceId];
+    return placed ? placed.capabilities : fallback;
+  }
+
+  models(): ModelListing[] {
+    const listings = new Map<string, ModelListing>();
+    const local = new Map(this.options.worker.status().map((i) => [i.instanceId as string, i]));
+    for (const c of this.candidates()) {
+      if (c.role === 'donor') continue;
+      const mine = local.get(c.instanceId);
+      const placed = this.options.state().instances[c.instanceId];
+      const listing: ModelListing = mine
+        ? localListing(mine)
+        : {
+            id: c.modelId,
+            created: Math.floor((placed?.createdAtMs ?? Date.now()) / 1000),
+            ready: c.state === 'ready',
+            capabilities: this.capabilitiesOf(c.instanceId, DEFAULT_CAPABILITIES),
+            contextSize: placed?.contextTokens ?? null,
+            details: { family: 'llama', parameterSize: null, quantization: null, sizeBytes: null },
+          };
+      const known = listings.get(c.modelId);
+      // Prefer a ready instance's facts; one ready replica makes the model ready.
+      if (!known || (!known.ready && listing.ready)) listings.set(c.modelId, listing);
+    }
+    return [...listings.values()].sort((a, b) => a.id.localeCompare(b.id));
+  }
+
+  run(task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent> {
+    const candidates = this.candidates(task.model);
+    const choice = chooseRoute(candidates);
+    if (choice.kind === 'none') {
+      const placed = this.models().map((m) => m.id);
+      throw new ShoalError(
+        'MODEL_NOT_FOUND',
+        `model '${task.model}' is not placed on this cluster${placed.length > 0 ? `; placed models: ${placed.join(', ')}` : ''}: place it with \`shoal models launch ${task.model}\``,
+        { param: 'model' },
+      );
+    }
+    if (choice.kind === 'loading') throw new ShoalError('MODEL_LOADING', `model '${task.model}' is not ready yet (${choice.reasons.join('; ')}): retry shortly`);
+    if (choice.kind === 'failed') throw new ShoalError('MODEL_FAILED', `model '${task.model}' failed on every node (${choice.reasons.join('; ')})`);
+    const target = choice.candidate;
+    const needed = capabilityFor(task);
+    const local = target.local ? this.options.worker.get(target.instanceId) : undefined;
+    const capabilities = local?.capabilities ?? this.capabilitiesOf(target.instanceId, DEFAULT_CAPABILITIES);
+    if (!capabilities.includes(needed)) {
+      throw new ShoalError('CAPABILITY_MISSING', `model '${task.model}' does not support ${needed}; its capabilities are ${capabilities.join(', ')}`, { param: 'model' });
+    }
+    if (local?.runner.run) return local.runner.run(task, signal);
+    return this.tracked(target, task, signal);
+  }
+
+  private async *tracked(target: RouteCandidate, task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent> {
+    const key = `${target.nodeId}/${target.instanceId}`;
+    this.sentOpen.set(key, (this.sentOpen.get(key) ?? 0) + 1);
+    try {
+      yield* this.options.remote(target.nodeId, target.instanceId, task, signal);
+    } finally {
+      const left = (this.sentOpen.get(key) ?? 1) - 1;
+      if (left <= 0) this.sentOpen.delete(key);
+      else this.sentOpen.set(key, left);
+    }
+  }
+}

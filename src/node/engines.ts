@@ -1,0 +1,61 @@
+// The engines a node can run besides node-llama-cpp, found in the engine cache `shoal doctor --fix` fills.
+
+import type { InstanceId } from '../common/ids.js';
+import type { Logger } from '../common/log.js';
+import { findEngine } from '../doctor/engines.js';
+import { LlamaServerRunner } from '../worker/engines/llama-server.js';
+import { RpcDonor } from '../worker/engines/rpc-donor.js';
+import type { DriverSpec, EngineFactory } from './instance-host.js';
+
+export interface NodeEngines extends EngineFactory {
+  /** The loopback port of this node's rpc donor for `instanceId`, when it runs one and it is up. */
+  donorPort(instanceId: InstanceId): number | null;
+}
+
+/** Backend tags this node advertises: node-llama-cpp always; llama-server and rpc when built. */
+export function offeredBackends(enginesBuilt: boolean): string[] {
+  return enginesBuilt ? ['llama_cpp-cpu', 'llama_server-cpu', 'rpc-cpu'] : ['llama_cpp-cpu'];
+}
+
+/** Null when `llama-server` or `ggml-rpc-server` is not built here (the node then offers llama_cpp only). */
+export async function createEngineFactory(options: { dataDir: string; threads: number; log: Logger }): Promise<NodeEngines | null> {
+  const [server, rpc] = await Promise.all([findEngine('llama-server'), findEngine('ggml-rpc-server')]);
+  if (server === null || rpc === null) {
+    options.log.info('llama-server / ggml-rpc-server are not built: this node offers llama_cpp only (run `shoal doctor --fix` to build them)');
+    return null;
+  }
+  const donors = new Map<InstanceId, RpcDonor>();
+  return {
+    llamaServer: (spec: DriverSpec) =>
+      new LlamaServerRunner({
+        binaryPath: server,
+        dataDir: options.dataDir,
+        modelPath: spec.modelPath,
+        threads: options.threads,
+        contextTokens: spec.contextTokens,
+        parallel: spec.parallel,
+        embeddings: spec.capabilities.includes('embeddings'),
+        ...(spec.rpcServers.length > 0 ? { rpcServers: spec.rpcServers, gpuLayers: 999 } : {}),
+        ...(spec.tensorSplit !== null ? { tensorSplit: spec.tensorSplit } : {}),
+        log: options.log.child({ instanceId: spec.instanceId, modelId: spec.modelId, engine: 'llama-server' }),
+      }),
+    rpcDonor: (instanceId: InstanceId) => {
+      const donor = new RpcDonor({ binaryPath: rpc, dataDir: options.dataDir, threads: options.threads, log: options.log.child({ instanceId, engine: 'ggml-rpc-server' }) });
+      donors.set(instanceId, donor);
+      return {
+        status: () => donor.status(),
+        whenReady: (signal?: AbortSignal) => donor.whenReady(signal),
+        port: () => donor.port,
+        stop: async () => {
+          donors.delete(instanceId);
+          await donor.stop();
+        },
+      };
+    },
+    localDonor: (instanceId: InstanceId) => {
+      const donor = new RpcDonor({ binaryPath: rpc, dataDir: options.dataDir, threads: options.threads, log: options.log.child({ instanceId, engine: 'ggml-rpc-server', local: true }) });
+      return { status: () => donor.status(), whenReady: (signal?: AbortSignal) => donor.whenReady(signal), port: () => donor.port, stop: () => donor.stop() };
+    },
+    donorPort: (instanceId: InstanceId) => donors.get(instanceId)?.port ?? null,
+  };
+}

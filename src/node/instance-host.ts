@@ -1,0 +1,305 @@
+// The worker's shell: keeps this node's runners in step with the instances replicated state places on
+// it (assignments.ts decides; this carries it out), guards memory before starting a part, wires pooled
+// drivers to their donors through RPC tunnels, and — on the master — re-places instances that lost a node.
+
+import { performance } from 'node:perf_hooks';
+import { ShoalError } from '../common/errors.js';
+import type { InstanceId, ModelId } from '../common/ids.js';
+import type { Logger } from '../common/log.js';
+import type { ModelCapability } from '../api/dispatch.js';
+import { engineOf } from '../models/cards/card.js';
+import type { NodeId } from '../master/state/ids.js';
+import type { InstanceState } from '../master/state/instances.js';
+import type { ClusterState } from '../master/state/state.js';
+import type { RunnerReport } from '../master/core/messages.js';
+import { assignmentsFor, memoryGuard, nextActions, type Assignment } from '../worker/assignments.js';
+import type { InstanceRunner, Worker } from '../worker/worker.js';
+import type { PlacementService } from './placement-service.js';
+
+/** How long a driver waits for its donors to report ready before it gives up on the placement. */
+export const DONOR_READY_TIMEOUT_MS = 120_000;
+/** A pruned node must stay pruned this long before its instances are re-placed (a minority's pruning heals). */
+export const LOST_NODE_GRACE_MS = 5_000;
+/** How often the master looks for instances on lost nodes. */
+const LOST_SCAN_INTERVAL_MS = 1_000;
+
+export interface DriverSpec {
+  instanceId: InstanceId;
+  modelId: ModelId;
+  modelPath: string;
+  contextTokens: number;
+  parallel: number;
+  capabilities: ModelCapability[];
+  /** `host:port` of each donor, in the plan's device order; empty for a single-node llama-server. */
+  rpcServers: string[];
+  /** `--tensor-split`, donors then the driver; null for a single node. */
+  tensorSplit: string | null;
+}
+
+/** Engines other than node-llama-cpp; absent when this node has not built them (`shoal doctor --fix`). */
+export interface EngineFactory {
+  llamaServer(spec: DriverSpec): InstanceRunner;
+  /** Starts a `ggml-rpc-server` on loopback; `port()` is where the tunnel connects once it is up. */
+  rpcDonor(instanceId: InstanceId): InstanceRunner & { port(): number | null };
+  /**
+   * A `ggml-rpc-server` for the driver's own share: on a CPU-only build llama-server does not count the
+   * CPU as a device once `--rpc` is given, so the driver's layers go to a local RPC server too.
+   */
+  localDonor(instanceId: InstanceId): InstanceRunner & { port(): number | null };
+}
+
+export interface RpcTunnels {
+  /** Opens a local port that reaches `donor`'s rpc server for `instanceId`; `onBroken` fires when the link goes. */
+  open(donor: NodeId, instanceId: InstanceId): Promise<{ port: number; close(): Promise<void>; onBroken(listener: () => void): void }>;
+}
+
+export interface InstanceHostOptions {
+  selfId: NodeId;
+  log: Logger;
+  worker: Worker;
+  placement: PlacementService;
+  state: () => ClusterState;
+  isMaster: () => boolean;
+  connected: (nodeId: NodeId) => boolean;
+  runnersOf: (nodeId: NodeId) => { runners: RunnerReport[] } | null;
+  /** What this node can offer a part now, not counting `excludeBytes` already committed to it. */
+  offerBytes: (excludeBytes: number) => Promise<number>;
+  /** The GGUF file of a model on this node, downloading it first when the card is a hub model. */
+  modelPath: (modelId: ModelId, signal: AbortSignal) => Promise<string>;
+  engines: EngineFactory | null;
+  tunnels: RpcTunnels;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export class InstanceHost implements AsyncDisposable {
+  private readonly starting = new Map<InstanceId, AbortController>();
+  /** Resources that live and die with a part beyond its runner (tunnels). */
+  private readonly extras = new Map<InstanceId, Array<() => Promise<void>>>();
+  /** Instances this node already asked to re-place or end, so one fault leads to one command. */
+  private readonly reported = new Set<InstanceId>();
+  /** Master only: when each member was first seen lost. */
+  private readonly lostSince = new Map<NodeId, number>();
+  private chain: Promise<void> = Promise.resolve();
+  private scanTimer: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(private readonly options: InstanceHostOptions) {}
+
+  start(): void {
+    this.reconcile();
+    this.scanTimer = setInterval(() => this.scanLostNodes(), LOST_SCAN_INTERVAL_MS);
+  }
+
+  /** Call on every state change; actions run one at a time in order. */
+  reconcile(): void {
+    this.chain = this.chain.then(() => this.step()).catch((error: unknown) => this.options.log.error({ err: error }, 'reconciling instances failed'));
+  }
+
+  private async step(): Promise<void> {
+    if (this.stopped) return;
+    const { worker, selfId } = this.options;
+    const assignments = assignmentsFor(this.options.state(), selfId);
+    const held = worker.status().map((i) => ({ instanceId: i.instanceId, local: i.local }));
+    for (const action of nextActions(assignments, held, new Set(this.starting.keys()))) {
+      if (action.type === 'stop') await this.stopPart(action.instanceId);
+      else this.startPart(action.assignment);
+    }
+    // Starts that state dropped while they were loading are abandoned.
+    const wanted = new Set<string>(assignments.map((a) => a.instance.instanceId));
+    for (const [instanceId, controller] of this.starting) if (!wanted.has(instanceId)) controller.abort();
+  }
+
+  private async stopPart(instanceId: InstanceId): Promise<void> {
+    this.options.log.info({ instanceId }, 'stopping an instance part: cluster state no longer places it here');
+    await this.options.worker.detach(instanceId);
+    await this.closeExtras(instanceId);
+  }
+
+  private async closeExtras(instanceId: InstanceId): Promise<void> {
+    const extras = this.extras.get(instanceId) ?? [];
+    this.extras.delete(instanceId);
+    await Promise.all(extras.map((close) => close().catch(() => undefined)));
+  }
+
+  private startPart(assignment: Assignment): void {
+    const { instance, placement } = assignment;
+    const controller = new AbortController();
+    this.starting.set(instance.instanceId, controller);
+    const log = this.options.log.child({ instanceId: instance.instanceId, modelId: instance.modelId, role: placement.role });
+    void this.launch(assignment, controller.signal, log)
+      .then((runner) => {
+        if (controller.signal.aborted) {
+          void runner.stop();
+          void this.closeExtras(instance.instanceId);
+          return;
+        }
+        this.options.worker.attach({
+          instanceId: instance.instanceId,
+          modelId: instance.modelId,
+          role: placement.role,
+          backend: placement.backend,
+          capabilities: instance.capabilities,
+          placedAt: Math.floor(instance.createdAtMs / 1000),
+          local: false,
+          runner,
+        });
+        log.info({ backend: placement.backend }, 'instance part started');
+      })
+      .catch((error: unknown) => {
+        void this.closeExtras(instance.instanceId);
+        if (controller.signal.aborted) return;
+        log.error({ err: error }, `could not start an instance part: ${describe(error)}`);
+      })
+      .finally(() => {
+        if (this.starting.get(instance.instanceId) === controller) this.starting.delete(instance.instanceId);
+        this.reconcile();
+      });
+  }
+
+  private async launch(assignment: Assignment, signal: AbortSignal, log: Logger): Promise<InstanceRunner> {
+    const { instance, placement } = assignment;
+    const engine = engineOf(placement.backend);
+    const offer = await this.options.offerBytes(placement.estimatedBytes);
+    const verdict = memoryGuard(placement.estimatedBytes, offer);
+    if (!verdict.ok) {
+      log.warn(`memory guard refused this part: ${verdict.message}`);
+      await this.once(instance, () => this.options.placement.replace(instance, this.options.selfId, 'refused'));
+      throw new ShoalError('PLACEMENT_FAILED', `refused by the memory guard: ${verdict.message}`);
+    }
+    if (placement.role === 'donor') return this.launchDonor(instance, log);
+    let modelPath: string;
+    try {
+      modelPath = await this.options.modelPath(instance.modelId, signal);
+    } catch (error) {
+      if (signal.aborted) throw error;
+      log.warn(`could not get the model file: ${describe(error)}; re-placing without this node`);
+      await this.once(instance, () => this.options.placement.replace(instance, this.options.selfId, 'download-failed'));
+      throw error;
+    }
+    if (engine === 'llama_cpp') {
+      return this.options.worker.llamaCppRunner(instance.instanceId, instance.modelId, modelPath, { contextSize: instance.contextTokens, sequences: instance.parallel });
+    }
+    const engines = this.requireEngines(placement.backend);
+    if (placement.role === 'full') {
+      return engines.llamaServer({ ...this.driverBase(instance, modelPath), rpcServers: [], tensorSplit: null });
+    }
+    return this.launchDriver(instance, modelPath, engines, signal, log);
+  }
+
+  private driverBase(instance: InstanceState, modelPath: string): Omit<DriverSpec, 'rpcServers' | 'tensorSplit'> {
+    return {
+      instanceId: instance.instanceId,
+      modelId: instance.modelId,
+      modelPath,
+      contextTokens: instance.contextTokens,
+      parallel: instance.parallel,
+      capabilities: instance.capabilities,
+    };
+  }
+
+  private requireEngines(backend: string): EngineFactory {
+    if (this.options.engines === null) {
+      throw new ShoalError('MODEL_FAILED', `backend ${backend} needs llama-server and ggml-rpc-server, which are not built on this node: run \`shoal doctor --fix\``);
+    }
+    return this.options.engines;
+  }
+
+  private launchDonor(instance: InstanceState, log: Logger): InstanceRunner {
+    const donor = this.requireEngines('rpc-cpu').rpcDonor(instance.instanceId);
+    log.info('rpc donor starting');
+    return donor;
+  }
+
+  private async launchDriver(instance: InstanceState, modelPath: string, engines: EngineFactory, signal: AbortSignal, log: Logger): Promise<InstanceRunner> {
+    const donors = instance.placements.filter((p) => p.role === 'donor');
+    await this.waitForDonors(instance, donors.map((d) => d.nodeId), signal);
+    const rpcServers: string[] = [];
+    const closers: Array<() => Promise<void>> = [];
+    this.extras.set(instance.instanceId, closers);
+    for (const donor of donors) {
+      const tunnel = await this.options.tunnels.open(donor.nodeId, instance.instanceId);
+      closers.push(() => tunnel.close());
+      tunnel.onBroken(() => {
+        if (this.stopped || this.options.connected(donor.nodeId)) return;
+        const current = this.options.state().instances[instance.instanceId];
+        if (!current) return;
+        log.warn({ donor: donor.nodeId }, 'lost a donor: re-placing the pooled instance');
+        void this.once(current, () => this.options.placement.replace(current, donor.nodeId, 'lost'));
+      });
+      rpcServers.push(`127.0.0.1:${tunnel.port}`);
+    }
+    const own = engines.localDonor(instance.instanceId);
+    closers.push(() => own.stop());
+    await own.whenReady(signal);
+    rpcServers.push(`127.0.0.1:${own.port()}`);
+    // Device order: the donors as placed, then the driver's own server, as the plan's split weights are.
+    const tensorSplit = instance.placements.map((p) => p.tensorSplit ?? 0).join(',');
+    log.info({ rpcServers, tensorSplit }, 'pooled driver starting');
+    return engines.llamaServer({ ...this.driverBase(instance, modelPath), rpcServers, tensorSplit });
+  }
+
+  private async waitForDonors(instance: InstanceState, donors: NodeId[], signal: AbortSignal): Promise<void> {
+    const deadline = performance.now() + DONOR_READY_TIMEOUT_MS;
+    for (;;) {
+      const waiting = donors.filter((d) => !this.options.runnersOf(d)?.runners.some((r) => r.instanceId === instance.instanceId && r.state === 'ready'));
+      if (waiting.length === 0) return;
+      if (signal.aborted) throw new ShoalError('CANCELLED', 'the instance was ended while its donors started');
+      if (performance.now() > deadline) {
+        throw new ShoalError('MODEL_FAILED', `donors ${waiting.join(', ')} did not report ready within ${DONOR_READY_TIMEOUT_MS / 1000} s`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+
+  /** Runs a re-placement for an instance at most once from this node. */
+  private async once(instance: InstanceState, run: () => Promise<void>): Promise<void> {
+    if (this.reported.has(instance.instanceId)) return;
+    this.reported.add(instance.instanceId);
+    try {
+      await run();
+    } catch (error) {
+      // Another node may have re-placed it first (INSTANCE_NOT_FOUND): that is the outcome wanted.
+      this.options.log.warn({ instanceId: instance.instanceId, err: error }, `re-placement not recorded: ${describe(error)}`);
+    }
+  }
+
+  /** Master only: instances with a part on a node that left or stayed pruned are re-placed (or ended). */
+  private scanLostNodes(): void {
+    if (this.stopped || !this.options.isMaster()) {
+      this.lostSince.clear();
+      return;
+    }
+    const state = this.options.state();
+    const now = performance.now();
+    const lostNow = new Set<NodeId>();
+    for (const instance of Object.values(state.instances)) {
+      for (const placement of instance.placements) {
+        const member = state.members[placement.nodeId];
+        if (member !== undefined && member.status === 'active') continue;
+        lostNow.add(placement.nodeId);
+        const since = this.lostSince.get(placement.nodeId) ?? now;
+        this.lostSince.set(placement.nodeId, since);
+        // A removed node is gone for good; a pruned one may be a heal away from returning.
+        if (member !== undefined && now - since < LOST_NODE_GRACE_MS) continue;
+        void this.once(instance, () => this.options.placement.replace(instance, placement.nodeId, 'lost'));
+        break;
+      }
+    }
+    for (const nodeId of this.lostSince.keys()) if (!lostNow.has(nodeId)) this.lostSince.delete(nodeId);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.scanTimer) clearInterval(this.scanTimer);
+    for (const controller of this.starting.values()) controller.abort();
+    await this.chain;
+    await Promise.all([...this.extras.keys()].map((id) => this.closeExtras(id)));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}

@@ -1,0 +1,262 @@
+// The node's readings on the telemetry plane: what it can offer placement (resources) and which runners
+// it has (routing). Published on a beat, kept last-write-wins per sender, never event-sourced.
+
+import { readFile, statfs } from 'node:fs/promises';
+import { cpus, freemem, loadavg, totalmem } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '../common/log.js';
+import { MAX_REPORTED_PEERS, MAX_REPORTED_RUNNERS, type ResourcesMessage, type RunnerReport, type RunnersMessage } from '../master/core/messages.js';
+import type { NodeId } from '../master/state/ids.js';
+import type { ClusterState } from '../master/state/state.js';
+import type { ClusterNode } from '../placement/nodes.js';
+
+/** How often resources go out (DESIGN.md section 5's telemetry beat). */
+export const RESOURCES_INTERVAL_MS = 2_000;
+/** Runners go out on change (throttled to this) and at least every RUNNERS_INTERVAL_MS. */
+export const RUNNERS_THROTTLE_MS = 200;
+export const RUNNERS_INTERVAL_MS = 2_000;
+/** A node's resources older than this count as unknown to placement (INFO_PENDING). */
+export const RESOURCES_STALE_MS = 10_000;
+
+export interface TelemetryPlane {
+  readonly nodeId: NodeId;
+  view(): { state: ClusterState };
+  publishTelemetry(message: ResourcesMessage | RunnersMessage): void;
+  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage, from: NodeId) => void): () => void;
+}
+
+export interface NodeTelemetryOptions {
+  plane: TelemetryPlane;
+  log: Logger;
+  dataDir: string;
+  /** `--memory-budget`: the most placement may use on this node; null = no cap beyond available memory. */
+  memoryBudgetBytes: number | null;
+  /** Backend tags this node offers. */
+  backends: string[];
+  memoryBandwidthBytesPerS: number | null;
+  /** This node's runners now. */
+  runners: () => RunnerReport[];
+  /** Members this node is connected to now. */
+  peers: () => NodeId[];
+}
+
+interface Heard<T> {
+  message: T;
+  atMs: number;
+}
+
+export interface ResourcesView extends Omit<ResourcesMessage, 'type' | 'clusterId' | 'seq'> {
+  ageMs: number;
+}
+
+/** MemAvailable (what the kernel could hand out without swapping) where Linux says it, else free memory. */
+async function availableMemoryBytes(): Promise<number> {
+  try {
+    const text = await readFile('/proc/meminfo', 'utf8');
+    const match = /^MemAvailable:\s+(\d+) kB$/m.exec(text);
+    if (match?.[1]) return Number(match[1]) * 1024;
+  } catch {
+    // Not Linux: fall through.
+  }
+  return freemem();
+}
+
+/** Bytes the instances placed on `nodeId` are expected to take (their parts' estimates). */
+export function committedBytes(state: ClusterState, nodeId: NodeId): number {
+  let total = 0;
+  for (const instance of Object.values(state.instances)) {
+    for (const placement of instance.placements) if (placement.nodeId === nodeId) total += placement.estimatedBytes;
+  }
+  return total;
+}
+
+/**
+ * What placement may still use on a node. With a budget, the budget less what is already committed there
+ * (runners that have not loaded yet do not show in available memory, so available alone would double-book);
+ * always capped by what the machine has available now.
+ */
+export function offerBytes(availableBytes: number, budgetBytes: number | null, committed: number): number {
+  if (budgetBytes === null) return availableBytes;
+  return Math.max(0, Math.min(availableBytes, budgetBytes - committed));
+}
+
+export class NodeTelemetry implements AsyncDisposable {
+  private readonly resources = new Map<NodeId, Heard<ResourcesMessage>>();
+  private readonly runners = new Map<NodeId, Heard<RunnersMessage>>();
+  private seq = 0;
+  private timers: NodeJS.Timeout[] = [];
+  private runnersTimer: NodeJS.Timeout | null = null;
+  private lastRunnersSentMs = -Infinity;
+  private readonly unsubscribe: () => void;
+  private readonly runnerListeners = new Set<() => void>();
+
+  constructor(private readonly options: NodeTelemetryOptions) {
+    this.unsubscribe = options.plane.onTelemetry((message, from) => {
+      if (from === options.plane.nodeId) return;
+      const heard = { message, atMs: performance.now() };
+      if (message.type === 'resources') this.resources.set(from, heard as Heard<ResourcesMessage>);
+      else {
+        this.runners.set(from, heard as Heard<RunnersMessage>);
+        for (const listener of this.runnerListeners) listener();
+      }
+    });
+  }
+
+  start(): void {
+    const publishResources = (): void => {
+      void this.readResources().then((message) => {
+        if (message) this.options.plane.publishTelemetry(message);
+      }, (error: unknown) => this.options.log.warn({ err: error }, 'could not read resources'));
+    };
+    publishResources();
+    this.timers.push(setInterval(publishResources, RESOURCES_INTERVAL_MS));
+    this.timers.push(setInterval(() => this.runnersChanged(), RUNNERS_INTERVAL_MS));
+  }
+
+  /** Call when a local runner changes state or load; published at most every RUNNERS_THROTTLE_MS. */
+  runnersChanged(): void {
+    if (this.runnersTimer !== null) return;
+    const waitMs = Math.max(0, this.lastRunnersSentMs + RUNNERS_THROTTLE_MS - performance.now());
+    this.runnersTimer = setTimeout(() => {
+      this.runnersTimer = null;
+      this.lastRunnersSentMs = performance.now();
+      const clusterId = this.options.plane.view().state.clusterId;
+      if (clusterId === null) return;
+      const runners = this.options.runners().slice(0, MAX_REPORTED_RUNNERS);
+      this.options.plane.publishTelemetry({ type: 'runners', clusterId, nodeId: this.options.plane.nodeId, seq: this.seq++, runners });
+    }, waitMs);
+  }
+
+  /** Fires when another node's runners report arrives. */
+  onRunners(listener: () => void): () => void {
+    this.runnerListeners.add(listener);
+    return () => this.runnerListeners.delete(listener);
+  }
+
+  private async readResources(): Promise<ResourcesMessage | null> {
+    const state = this.options.plane.view().state;
+    if (state.clusterId === null) return null;
+    const message = await this.selfResources(state);
+    this.resources.set(this.options.plane.nodeId, { message, atMs: performance.now() });
+    return message;
+  }
+
+  private async selfResources(state: ClusterState): Promise<ResourcesMessage> {
+    const availableBytes = await availableMemoryBytes();
+    const cores = cpus().length || 1;
+    let diskFree: number | null;
+    try {
+      const fs = await statfs(this.options.dataDir);
+      diskFree = fs.bavail * fs.bsize;
+    } catch {
+      diskFree = null;
+    }
+    return {
+      type: 'resources',
+      clusterId: state.clusterId ?? ('0'.repeat(32) as never),
+      nodeId: this.options.plane.nodeId,
+      seq: this.seq++,
+      memory: {
+        totalBytes: totalmem(),
+        availableBytes,
+        offerBytes: offerBytes(availableBytes, this.options.memoryBudgetBytes, committedBytes(state, this.options.plane.nodeId)),
+      },
+      cpu: { cores, loadPct: Math.min(100, Math.round(((loadavg()[0] ?? 0) / cores) * 100)) },
+      gpus: [],
+      backends: this.options.backends,
+      memoryBandwidthBytesPerS: this.options.memoryBandwidthBytesPerS,
+      disk: { freeBytes: diskFree },
+      peers: this.options.peers().slice(0, MAX_REPORTED_PEERS),
+    };
+  }
+
+  /** What this node can offer a part now, its own `excludeBytes` commitment not counted against it. */
+  async offerNow(excludeBytes: number): Promise<number> {
+    const state = this.options.plane.view().state;
+    const committed = committedBytes(state, this.options.plane.nodeId) - excludeBytes;
+    return offerBytes(await availableMemoryBytes(), this.options.memoryBudgetBytes, Math.max(0, committed));
+  }
+
+  /** The latest resources of every node heard from (this one included), with their age. */
+  resourcesView(): Record<string, ResourcesView> {
+    const now = performance.now();
+    const out: Record<string, ResourcesView> = {};
+    for (const [nodeId, heard] of this.resources) {
+      const { type: _type, clusterId: _clusterId, seq: _seq, ...rest } = heard.message;
+      out[nodeId] = { ...rest, ageMs: Math.round(now - heard.atMs) };
+    }
+    return out;
+  }
+
+  /** Live connections between members, as each node last reported them, each pair once. */
+  links(): { from: string; to: string }[] {
+    const seen = new Set<string>();
+    const out: { from: string; to: string }[] = [];
+    for (const [nodeId, heard] of this.resources) {
+      for (const peer of heard.message.peers) {
+        const [from, to] = nodeId < peer ? [nodeId, peer] : [peer, nodeId];
+        if (seen.has(`${from}/${to}`)) continue;
+        seen.add(`${from}/${to}`);
+        out.push({ from, to });
+      }
+    }
+    return out;
+  }
+
+  /** Another node's runners as last reported, or null when none was heard. */
+  runnersOf(nodeId: NodeId): { runners: RunnerReport[]; ageMs: number } | null {
+    const heard = this.runners.get(nodeId);
+    return heard ? { runners: heard.message.runners, ageMs: performance.now() - heard.atMs } : null;
+  }
+
+  /**
+   * The active members as placement sees them. This node's figures are read now; others' are their
+   * latest report, unknown (pending) when none is fresher than RESOURCES_STALE_MS.
+   */
+  async clusterNodes(connected: (nodeId: NodeId) => boolean): Promise<ClusterNode[]> {
+    const state = this.options.plane.view().state;
+    const self = this.options.plane.nodeId;
+    const nodes: ClusterNode[] = [];
+    const now = performance.now();
+    // A node in no cluster yet plans over itself: placing founds a cluster of one.
+    if (state.members[self] === undefined) return [nodeFrom(await this.selfResources(state))];
+    for (const member of Object.values(state.members)) {
+      if (member.status !== 'active') continue;
+      if (member.nodeId === self) {
+        const mine = await this.selfResources(state);
+        nodes.push(nodeFrom(mine));
+        continue;
+      }
+      if (!connected(member.nodeId)) continue;
+      const heard = this.resources.get(member.nodeId);
+      if (!heard || now - heard.atMs > RESOURCES_STALE_MS) {
+        nodes.push({ nodeId: member.nodeId, freeBytes: null, backends: null });
+        continue;
+      }
+      // Up to one beat stale: an instance decided since their report is not yet taken off their offer.
+      nodes.push(nodeFrom(heard.message));
+    }
+    return nodes;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.stop();
+  }
+
+  stop(): void {
+    this.unsubscribe();
+    for (const timer of this.timers) clearInterval(timer);
+    this.timers = [];
+    if (this.runnersTimer !== null) clearTimeout(this.runnersTimer);
+    this.runnersTimer = null;
+  }
+}
+
+function nodeFrom(message: ResourcesMessage): ClusterNode {
+  return {
+    nodeId: message.nodeId,
+    freeBytes: message.memory.offerBytes,
+    backends: message.backends,
+    ...(message.memoryBandwidthBytesPerS !== null ? { memoryBandwidthBytesPerS: message.memoryBandwidthBytesPerS } : {}),
+  };
+}
