@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -86,6 +86,38 @@ describe('placement on one node', () => {
     assert.equal(again.status, 201);
     await readyOn(node, (again.body.instance as { instanceId: string }).instanceId, 1);
     assert.equal((await chat(node, MODEL)).status, 200);
+  });
+
+  test('a model whose runner keeps crashing restarts with backoff, then its breaker opens and requests get 503', async () => {
+    // A GGUF whose layers and sizes read fine but whose tokenizer llama.cpp does not know: planning works,
+    // loading never does.
+    const tiny = await readFile(join(node.dataDir, 'models', 'builtin', (await readdir(join(node.dataDir, 'models', 'builtin'))).find((f) => f.startsWith('shoal--tiny-'))!));
+    const key = tiny.indexOf('tokenizer.ggml.model');
+    const value = tiny.indexOf('llama', key);
+    assert.ok(key > 0 && value > key);
+    tiny.write('bogus', value);
+    const broken = join(node.dataDir, 'broken.gguf');
+    await writeFile(broken, tiny);
+    await mkdir(join(node.dataDir, 'cards'), { recursive: true });
+    await writeFile(
+      join(node.dataDir, 'cards', 'broken.toml'),
+      ['id = "test/broken"', 'name = "cut short"', 'tasks = ["chat", "completion"]', 'compatible_backends = ["llama_cpp-cpu"]', '', '[source]', 'kind = "file"', `path = "${broken}"`, ''].join('\n'),
+    );
+    const placed = await post(node, '/place_instance', { model: 'test/broken' });
+    assert.equal(placed.status, 201, JSON.stringify(placed.body));
+    const instanceId = (placed.body.instance as { instanceId: string }).instanceId;
+    const seen = new Set<string>();
+    const runner = await eventually('the breaker to open', 90_000, async () => {
+      const r = (await status(node)).instances.find((i) => i.instanceId === instanceId)?.runners[0];
+      if (r) seen.add(r.state);
+      return r?.state === 'failed' ? r : undefined;
+    });
+    assert.ok(seen.has('restarting') || seen.has('starting'), `it was restarted before giving up (${[...seen].join(', ')})`);
+    assert.match(runner.reason ?? '', /gave up after 5 crashes/);
+    const res = await chat(node, 'test/broken');
+    assert.equal(res.status, 503, JSON.stringify(res.body));
+    assert.equal((res.body.error as { code: string }).code, 'model_failed');
+    assert.equal((await fetch(`${node.url}/instance/${instanceId}`, { method: 'DELETE' })).status, 200);
   });
 
   test('the CLI launches, lists and stops instances', async () => {
