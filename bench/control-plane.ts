@@ -33,25 +33,28 @@ import { summarize } from './stats.js';
 const { values } = parseArgs({
   strict: false,
   options: {
-    reps: { type: 'string', default: '3' },
-    'catchup-events': { type: 'string', default: '10000' },
-    'catchup-concurrency': { type: 'string', default: '64' },
-    'append-duration-ms': { type: 'string', default: '1000' },
-    'idle-ms': { type: 'string', default: '10000' },
+    quick: { type: 'boolean' },
+    reps: { type: 'string' },
+    'catchup-events': { type: 'string' },
+    'catchup-concurrency': { type: 'string' },
+    'append-duration-ms': { type: 'string' },
+    'idle-ms': { type: 'string' },
     only: { type: 'string' },
   },
 });
+/** --quick (bench/run.ts --quick): one repetition of each part, shorter append and idle windows. */
+const quick = values.quick === true;
 
 function numberOption(name: keyof typeof values, fallback: number, min: number, max: number): number {
   const raw = values[name];
   const n = typeof raw === 'string' ? Number(raw) : NaN;
   return Number.isFinite(n) ? Math.min(max, Math.max(min, Math.round(n))) : fallback;
 }
-const reps = numberOption('reps', 3, 1, 20);
-const catchupEvents = numberOption('catchup-events', 10_000, 1, 100_000);
+const reps = numberOption('reps', quick ? 1 : 3, 1, 20);
+const catchupEvents = numberOption('catchup-events', quick ? 3000 : 10_000, 1, 100_000);
 const catchupConcurrency = numberOption('catchup-concurrency', 64, 1, 512);
-const appendDurationMs = numberOption('append-duration-ms', 1000, 100, 60_000);
-const idleMs = numberOption('idle-ms', 10_000, 0, 600_000);
+const appendDurationMs = numberOption('append-duration-ms', quick ? 500 : 1000, 100, 60_000);
+const idleMs = numberOption('idle-ms', quick ? 5000 : 10_000, 0, 600_000);
 const only = typeof values.only === 'string' ? new Set(values.only.split(',')) : null;
 const enabled = (part: string): boolean => only === null || only.has(part);
 
@@ -771,7 +774,7 @@ function machine(): Record<string, unknown> {
 async function main(): Promise<void> {
   const started = performance.now();
   if (!existsSync(CLI_PATH)) throw new Error(`${CLI_PATH} is missing: build first (npx tsc -p tsconfig.json)`);
-  const result: Record<string, unknown> = { benchmark: 'control-plane', reps, machine: machine() };
+  const result: Record<string, unknown> = { benchmark: 'control-plane', quick, reps, machine: machine() };
   const parts: [string, () => Promise<Record<string, unknown>>][] = [
     ['eventAppend', eventAppend],
     ['startToListed', startToListed],

@@ -13,15 +13,17 @@ import { summarize } from './stats.js';
 
 const { values } = parseArgs({
   options: {
+    quick: { type: 'boolean', default: false },
     dir: { type: 'string', default: tmpdir() },
-    runs: { type: 'string', default: '5' },
-    'duration-ms': { type: 'string', default: '1000' },
+    runs: { type: 'string' },
+    'duration-ms': { type: 'string' },
     appenders: { type: 'string', default: '1,8,64' },
   },
 });
 
-const runs = Number(values.runs);
-const durationMs = Number(values['duration-ms']);
+const quick = values.quick === true;
+const runs = Number(values.runs ?? (quick ? 2 : 5));
+const durationMs = Number(values['duration-ms'] ?? (quick ? 500 : 1000));
 const appenderCounts = values.appenders.split(',').map(Number);
 const TARGET_EVENTS_PER_S = 20_000;
 
@@ -47,6 +49,7 @@ process.stdout.write(
   `${JSON.stringify(
     {
       benchmark: 'log-append',
+      quick,
       recordBytes: encodeRecord(benchRecord(1_000_000)).length,
       dir: values.dir,
       durationMs,

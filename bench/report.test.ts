@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { renderReport, type ReportMeta } from './report.js';
+import { headlines, renderReport, type ReportMeta } from './report.js';
 
 const meta: ReportMeta = {
   startedAt: new Date('2025-01-02T03:04:05Z'),
@@ -118,5 +118,126 @@ describe('renderReport', () => {
     assert.match(row(report, 'widgetsPerS'), /\| 42 \| 41–43 \|/);
     assert.match(row(report, 'nested.latencyMs'), /\| 7 \|/);
     assert.match(report, /- totalSeconds: 12\.5/);
+  });
+});
+
+describe('renderReport, comparisons with the hand-launched engines', () => {
+  const model = { name: 'bench-100M-f16', params: 100e6, type: 'f16', bytes: 200 * 1024 ** 2 };
+  const results = {
+    'physical-limit': {
+      quick: true,
+      bandwidth: [
+        { threads: 1, gbPerS: summary(30) },
+        { threads: 2, gbPerS: summary(40) },
+      ],
+      engineThreads: 2,
+      bandwidthGBPerS: 40,
+      placementDefaultBandwidthGBPerS: 31,
+      model: { ...model, bytesReadPerToken: 200 * 1024 ** 2 },
+      decodeBoundTokPerS: 190.7,
+      llamaServerDecodeTokPerS: summary(150),
+      fractionOfBound: 0.787,
+      machine: { cores: 2, loadAverage1m: 3.5 },
+    },
+    'serve-overhead': {
+      model,
+      direct: { decodeTokPerS: summary(100), ttftMs: summary(30) },
+      shoal: { decodeTokPerS: summary(95), ttftMs: summary(33) },
+      decodeRatio: 0.95,
+      ttftOverheadMs: 3,
+    },
+    'llama-server-baseline': {
+      model,
+      threads: 2,
+      slots: 1,
+      maxTokens: 64,
+      shoal: { decodeTokPerS: summary(95), ttftMs: summary(33) },
+      llamaServer: { decodeTokPerS: summary(150), ttftMs: summary(20) },
+      decodeRatio: 0.633,
+      ttftRatio: 1.65,
+      ttftOverheadMs: 13,
+      llamaServerCommand: 'llama-server -m m.gguf -t 2',
+    },
+    concurrency: {
+      model: { name: 'bench-20M-f16', params: 20e6, type: 'f16', bytes: 40e6 },
+      threads: 2,
+      slots: 16,
+      reps: 1,
+      maxTokens: 32,
+      results: [
+        { clients: 1, shoal: { aggregateTokPerS: summary(200), ttftMs: { p50: 20, p95: 22 } }, llamaServer: { aggregateTokPerS: summary(400), ttftMs: { p50: 10, p95: 11 } }, aggregateRatio: 0.5, ttftP95Ratio: 2 },
+        { clients: 16, shoal: { aggregateTokPerS: summary(800), ttftMs: { p50: 120, p95: 200 } }, llamaServer: { aggregateTokPerS: summary(1000), ttftMs: { p50: 100, p95: 150 } }, aggregateRatio: 0.8, ttftP95Ratio: 1.333 },
+      ],
+    },
+    'model-transfer': {
+      file: { name: 'bench-100M-f16.gguf', bytes: 200e6 },
+      baseline: 'curl',
+      throughput: { curl: { mbPerS: summary(1000) }, hubDownload: { mbPerS: summary(250) }, curlFsync: { mbPerS: summary(700) } },
+      ratios: { hubDownload: 0.25, curlFsync: 0.7 },
+      targetRatio: '>= 0.9',
+    },
+    'install-size': { fresh: false, totalBytes: 1024 ** 3, packages: 475, bytesByCategory: { production: 140 * 1024 ** 2, optional: 700 * 1024 ** 2, dev: 200 * 1024 ** 2 }, largest: [{ name: 'big', bytes: 300 * 1024 ** 2, category: 'optional' }] },
+  };
+  const report = renderReport(results, {
+    ...meta,
+    quick: true,
+    loadAverage: { start: 1, end: 4 },
+    secondsByBenchmark: { 'physical-limit': 9.5, concurrency: 36 },
+    plots: [{ benchmark: 'concurrency', file: 'concurrency-throughput.png', alt: 'Throughput vs clients' }],
+  });
+
+  it('says it is a quick run and how noisy the machine was', () => {
+    assert.match(report, /mode: quick/);
+    assert.match(report, /> Quick run \(`npm run bench -- --quick`\)/);
+    assert.match(report, /Load average \(1 min\): 1 at the start, 4 at the end/);
+    assert.match(report, /Time per benchmark: physical-limit 9\.5 s, concurrency 36 s/);
+  });
+
+  it('renders Shoal against llama-server with ratios', () => {
+    assert.match(row(report, "Decode tok/s, Shoal's API"), /ratio 0\.633× llama-server/);
+    assert.match(row(report, "TTFT, Shoal's API"), /ratio 1\.65×, \+13 ms/);
+    assert.match(report, /Baseline command: `llama-server -m m\.gguf -t 2`/);
+  });
+
+  it('renders the concurrency curve as a table per level and embeds its plot', () => {
+    assert.match(row(report, '16'), /\| 16 \| 800 \(799–801\) \| 1000 \(999–1001\) \| 0\.8× \| 120 \/ 200 ms \| 100 \/ 150 ms \| 1\.33× \|/);
+    assert.match(report, /## concurrency[\s\S]*!\[Throughput vs clients\]\(concurrency-throughput\.png\)/);
+  });
+
+  it('puts measured decode next to the bandwidth bound, with the other decodes of the same model', () => {
+    assert.match(row(report, 'Memory read bandwidth, 2 thread(s)'), /\| 40 GB\/s \|/);
+    assert.match(row(report, 'Decode, llama-server by hand'), /78\.7% of the 190\.7 tok\/s bound/);
+    assert.match(report, /Bound at 2 engine thread\(s\): 40 GB\/s ÷ 200 MiB = \*\*190\.7 tok\/s\*\*/);
+    assert.match(report, /Shoal's API \(llama-server-baseline\): 95 tok\/s = 49\.82% of the bound/);
+    assert.match(report, /node-llama-cpp in-process \(serve-overhead\): 100 tok\/s = 52\.44% of the bound/);
+  });
+
+  it('compares the download path with curl against its target', () => {
+    assert.match(row(report, "Shoal's download path"), /\| 250 MB\/s \|.*ratio 0\.25× curl \(target >= 0\.9: ❌ not met\)/);
+    assert.match(row(report, 'curl -o (baseline)'), /\| 1000 MB\/s \|.*baseline/);
+  });
+
+  it('says when the install size is not from a fresh npm ci', () => {
+    assert.match(report, /\*\*Not a fresh install\*\* \(--quick\): this checkout's node_modules, \*\*1024 MiB\*\*/);
+    assert.match(report, /\| big \| 300 MiB \| optional \|/);
+  });
+
+  it('opens with the headline figures', () => {
+    const list = headlines(results);
+    assert.deepEqual(
+      list.map((h) => [h.key, h.value]),
+      [
+        ['decodeVsLlamaServer', '0.633×'],
+        ['ttftVsLlamaServer', '+13 ms'],
+        ['decodeVsDirect', '0.95×'],
+        ['concurrencyThroughput', '0.8×'],
+        ['physicalBound', '78.7%'],
+        ['downloadVsCurl', '0.25×'],
+        ['installSize', '1024 MiB'],
+      ],
+    );
+    assert.match(list.find((h) => h.key === 'physicalBound')!.detail, /Shoal's API 49\.82%/);
+    assert.match(list.find((h) => h.key === 'concurrencyThroughput')!.label, /at 16 concurrent clients/);
+    assert.match(report, /## Headlines\n\n\| Figure \| Result \| Measured against \|/);
   });
 });

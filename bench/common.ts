@@ -1,0 +1,389 @@
+// What the inference benchmarks share: generated models, the engines, a hand-launched llama-server,
+// a Shoal node, one streaming OpenAI client for both, and the machine and versions a result was
+// measured on.
+
+import '../src/polyfill.js';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, stat } from 'node:fs/promises';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { physicalCoreCount } from '../src/common/cpu.js';
+import { bundledSource, buildEngines, findEngine, findEngineBuild, nodeLlamaCppDir } from '../src/doctor/engines.js';
+import { countParams, generateRandomModel, modelSpecForParams } from '../src/models/generate/random-model.js';
+import { freePort, startTestNode, type TestNode } from '../test/support/node-process.js';
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export function log(benchmark: string, message: string): void {
+  process.stderr.write(`[${benchmark}] ${message}\n`);
+}
+
+/** "200M", "1.5B", "20k", "5000" as a count. */
+export function parseCount(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)([kMB]?)$/.exec(text.trim());
+  if (!match) throw new Error(`a parameter count looks like 200M, 1.5B or 20k, got "${text}"`);
+  const scale = { '': 1, k: 1e3, M: 1e6, B: 1e9 }[match[2] as '' | 'k' | 'M' | 'B'];
+  return Math.round(Number(match[1]) * scale);
+}
+
+/**
+ * Engine threads for both sides of a comparison: one per physical core (Shoal's own default), or 1 in
+ * --quick runs, which are for a small machine busy with other work, where threads that wait on each
+ * other stall many times over whenever one is descheduled.
+ */
+export function defaultEngineThreads(quick: boolean): number {
+  return quick ? 1 : physicalCoreCount();
+}
+
+/** A positive integer option, or the fallback when absent; a malformed one stops the benchmark. */
+export function intOption(name: string, value: string | boolean | undefined, fallback: number): number {
+  if (value === undefined || typeof value === 'boolean') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got "${value}"`);
+  return n;
+}
+
+/** A comma-separated list of positive integers ("1,2,4,8,16"). */
+export function intListOption(name: string, value: string | undefined, fallback: number[]): number[] {
+  if (value === undefined) return fallback;
+  const list = value.split(',').map((part) => Number(part.trim()));
+  if (list.length === 0 || list.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--${name} must list positive integers like 1,2,4, got "${value}"`);
+  return list;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Models and engines
+
+export type TensorType = 'f32' | 'f16' | 'q8_0' | 'q4_0';
+
+export interface BenchModel {
+  path: string;
+  name: string;
+  params: number;
+  type: TensorType;
+  bytes: number;
+}
+
+/**
+ * A generated random-weight model of about `params` parameters, cached as `<dir>/bench-<params>-<type>.gguf`
+ * (generation is deterministic, so a cached file is the same model). Its end-of-sequence token is
+ * suppressed, so every request decodes exactly the tokens asked for.
+ */
+export async function ensureBenchModel(params: string, type: TensorType, dir = 'bench/models'): Promise<BenchModel> {
+  const spec = modelSpecForParams(parseCount(params), { tensorType: type, name: `bench-${params}-${type}` });
+  await mkdir(dir, { recursive: true });
+  const path = join(dir, `${spec.name}.gguf`);
+  if (!existsSync(path)) {
+    process.stderr.write(`generating ${path} (${countParams(spec)} params)...\n`);
+    await generateRandomModel(spec, path);
+  }
+  return { path, name: spec.name, params: countParams(spec), type, bytes: (await stat(path)).size };
+}
+
+/** The cached llama-server for the pinned llama.cpp commit, built first (as `shoal doctor --fix` does) when missing. */
+export async function ensureLlamaServer(): Promise<string> {
+  const found = await findEngine('llama-server');
+  if (found) return found;
+  process.stderr.write('llama-server is not built yet: building it from the llama.cpp source bundled with node-llama-cpp (minutes)...\n');
+  let lastPercent = -10;
+  const built = await buildEngines({
+    onProgress: (p) => {
+      if (p.percent >= lastPercent + 10) {
+        lastPercent = p.percent;
+        process.stderr.write(`  engines ${p.phase} ${Math.round(p.percent)}%: ${p.message}\n`);
+      }
+    },
+  });
+  return built.binaries['llama-server'];
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Processes: killed with their whole process group when the benchmark ends, however it ends
+
+const liveGroups = new Set<number>();
+const liveNodes = new Set<TestNode>();
+
+process.once('exit', () => {
+  for (const pid of liveGroups) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  for (const node of liveNodes) node.process.kill('SIGKILL');
+});
+process.once('SIGINT', () => process.exit(130));
+process.once('SIGTERM', () => process.exit(143));
+
+export interface Server {
+  url: string;
+  /** The model id to put in requests. */
+  modelId: string;
+  pid: number;
+  /** What runs the model: `llama-server`, or for a Shoal node the engine its runner process is. */
+  engine: string;
+  stop(): Promise<void>;
+}
+
+export interface ServingOptions {
+  model: BenchModel;
+  threads: number;
+  /** Requests served at once (llama-server slots, Shoal's --parallel). */
+  parallel: number;
+  /** Tokens of context each concurrent request gets. */
+  contextPerSlot: number;
+}
+
+/**
+ * `llama-server` launched by hand, as a user who skips Shoal would: the model, `-t`/`-tb` threads,
+ * `-np` slots with `-c` = slots × context per slot (each slot gets its share), CPU only.
+ */
+export async function startLlamaServer(binary: string, o: ServingOptions): Promise<Server> {
+  const port = await freePort();
+  const args = [
+    '-m', o.model.path,
+    '--host', '127.0.0.1',
+    '--port', String(port),
+    '-t', String(o.threads),
+    '-tb', String(o.threads),
+    '-np', String(o.parallel),
+    '-c', String(o.contextPerSlot * o.parallel),
+    '-ngl', '0',
+    '--no-webui',
+  ];
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  liveGroups.add(child.pid!);
+  let output = '';
+  const keep = (chunk: Buffer): void => {
+    output = (output + chunk.toString('utf8')).slice(-8000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async (): Promise<void> => {
+    if (liveGroups.delete(child.pid!)) {
+      try {
+        process.kill(-child.pid!, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+      const timer = setTimeout(() => killGroupNow(child), 5000);
+      await exited;
+      clearTimeout(timer);
+    }
+  };
+  try {
+    await waitForOk(`${url}/health`, 120_000, exited);
+  } catch (error) {
+    await stop();
+    throw new Error(`llama-server did not start (${binary} ${args.join(' ')}): ${(error as Error).message}\n${output}`, { cause: error });
+  }
+  return { url, modelId: o.model.name, pid: child.pid!, engine: 'llama-server', stop };
+}
+
+function killGroupNow(child: ChildProcess): void {
+  try {
+    process.kill(-child.pid!, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+async function waitForOk(url: string, timeoutMs: number, exited: Promise<void>): Promise<void> {
+  let dead = false;
+  void exited.then(() => (dead = true));
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no answer';
+  while (Date.now() < deadline) {
+    if (dead) throw new Error('it exited');
+    try {
+      const res = await fetch(url);
+      if (res.status === 200) return;
+      last = `HTTP ${res.status}`;
+    } catch (error) {
+      last = (error as Error).message;
+    }
+    await sleep(100);
+  }
+  throw new Error(`no 200 from ${url} within ${timeoutMs} ms (${last})`);
+}
+
+/** A real `shoal run` node (loopback, --no-mdns, no GPU) serving the model through its API. */
+export async function startShoal(o: ServingOptions): Promise<Server> {
+  const node = await startTestNode({
+    args: ['--default-model', o.model.path, '--threads', String(o.threads), '--parallel', String(o.parallel), '--context-size', String(o.contextPerSlot), '--gpu', 'false'],
+    readyTimeoutMs: 180_000,
+  });
+  liveNodes.add(node);
+  const models = (await (await fetch(`${node.url}/v1/models`)).json()) as { data: { id: string }[] };
+  const modelId = models.data[0]?.id;
+  if (!modelId) throw new Error(`the Shoal node lists no model: ${JSON.stringify(models)}`);
+  return {
+    url: node.url,
+    modelId,
+    pid: node.process.pid!,
+    engine: await shoalEngine(node.url),
+    stop: async () => {
+      if (!liveNodes.delete(node)) return;
+      const timer = setTimeout(() => node.process.kill('SIGKILL'), 8000);
+      await node.stop('SIGTERM');
+      clearTimeout(timer);
+    },
+  };
+}
+
+/**
+ * The engine behind a node's default model, named from its runner process's command line (the node
+ * may run node-llama-cpp in a child Node process or a managed llama-server): so a comparison says
+ * which engine build it compared, whatever the node chose.
+ */
+async function shoalEngine(url: string): Promise<string> {
+  try {
+    const health = (await (await fetch(`${url}/healthz`)).json()) as { models?: { pid?: number | null }[] };
+    const pid = health.models?.[0]?.pid;
+    if (typeof pid !== 'number') return 'unknown';
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+    const program = argv[0]?.split('/').pop() ?? '';
+    if (program.startsWith('llama-server')) return 'llama-server (managed by Shoal)';
+    if (program === 'node' || program.startsWith('node')) return 'node-llama-cpp (prebuilt llama.cpp binaries)';
+    return program || 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// One streaming client for every OpenAI-compatible server
+
+export interface StreamSample {
+  /** Request sent → first content token received. */
+  ttftMs: number;
+  /** Tokens after the first, over the time after the first. */
+  decodeTokPerS: number;
+  tokens: number;
+  /** Request sent → stream closed. */
+  totalMs: number;
+  /** performance.now() when the stream closed, to line up concurrent requests. */
+  endedAt: number;
+}
+
+/**
+ * A prompt no server has seen in this run (`n` differs per request), so no side serves it from a
+ * prompt cache the other side lacks.
+ */
+export function benchPrompt(n: number): string {
+  return `Request ${n}. Write a long story about a lighthouse keeper and the sea.`;
+}
+
+/** POSTs a streaming chat completion and times it; the token count is the server's usage figure. */
+export async function streamChat(server: Server, prompt: string, maxTokens: number): Promise<StreamSample> {
+  const start = performance.now();
+  const res = await fetch(`${server.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: server.modelId,
+      messages: [{ role: 'user', content: prompt }],
+      temperature: 0,
+      max_tokens: maxTokens,
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
+  });
+  if (!res.ok || !res.body) throw new Error(`${server.url} answered ${res.status}: ${await res.text()}`);
+  let first = 0;
+  let chunks = 0;
+  let usageTokens: number | null = null;
+  let buffer = '';
+  const decoder = new TextDecoder();
+  for await (const bytes of res.body) {
+    buffer += decoder.decode(bytes as Uint8Array, { stream: true });
+    let split = buffer.indexOf('\n\n');
+    while (split >= 0) {
+      const event = buffer.slice(0, split);
+      buffer = buffer.slice(split + 2);
+      split = buffer.indexOf('\n\n');
+      const data = event.startsWith('data: ') ? event.slice(6) : null;
+      if (data === null || data === '[DONE]') continue;
+      const chunk = JSON.parse(data) as { choices?: { delta?: { content?: string | null } }[]; usage?: { completion_tokens?: number } | null };
+      if (chunk.choices?.[0]?.delta?.content) {
+        if (first === 0) first = performance.now();
+        chunks += 1;
+      }
+      if (typeof chunk.usage?.completion_tokens === 'number') usageTokens = chunk.usage.completion_tokens;
+    }
+  }
+  const end = performance.now();
+  if (first === 0) throw new Error(`${server.url} streamed no content`);
+  const tokens = usageTokens ?? chunks;
+  return { ttftMs: first - start, decodeTokPerS: tokens > 1 ? ((tokens - 1) * 1000) / (end - first) : NaN, tokens, totalMs: end - start, endedAt: end };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Machine and versions
+
+export interface MachineInfo {
+  cpuModel: string;
+  cores: number;
+  memoryBytes: number;
+  gpu: string | null;
+  /** 1-minute load average when asked: other work on the machine makes figures noisy. */
+  loadAverage1m: number;
+}
+
+export function machineInfo(): MachineInfo {
+  return { cpuModel: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryBytes: totalmem(), gpu: gpuName(), loadAverage1m: Math.round(loadavg()[0]! * 100) / 100 };
+}
+
+/** The first NVIDIA GPU's name, when nvidia-smi is there to say; else null. */
+function gpuName(): string | null {
+  const out = spawnSync('nvidia-smi', ['--query-gpu=name', '--format=csv,noheader'], { encoding: 'utf8', timeout: 5000 });
+  const first = out.status === 0 ? out.stdout.split('\n')[0]?.trim() : '';
+  return first ? first : null;
+}
+
+export interface Versions {
+  shoal: string;
+  node: string;
+  nodeLlamaCpp: string;
+  /** The llama.cpp commit node-llama-cpp bundles, which the hand-launched engines are built from. */
+  llamaCppCommit: string | null;
+  /** The commit of the engine build in the cache, when there is one (it should equal llamaCppCommit). */
+  enginesBuildCommit: string | null;
+}
+
+export async function versions(): Promise<Versions> {
+  return {
+    shoal: packageVersion(fileURLToPath(new URL('../../package.json', import.meta.url))) ?? 'unknown',
+    node: process.version,
+    nodeLlamaCpp: nodeLlamaCppVersion() ?? 'unknown',
+    llamaCppCommit: bundledSource()?.commit ?? null,
+    enginesBuildCommit: (await findEngineBuild())?.manifest.commit ?? null,
+  };
+}
+
+function packageVersion(path: string): string | null {
+  try {
+    const version = (JSON.parse(readFileSync(path, 'utf8')) as { version?: unknown }).version;
+    return typeof version === 'string' ? version : null;
+  } catch {
+    return null;
+  }
+}
+
+function nodeLlamaCppVersion(): string | null {
+  try {
+    return packageVersion(join(nodeLlamaCppDir(), 'package.json'));
+  } catch {
+    return null;
+  }
+}
+
+/** Prints a benchmark's result as the one JSON object on stdout. */
+export function printResult(result: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+}
