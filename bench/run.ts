@@ -19,7 +19,7 @@ import { renderReport, type Plot, type ReportMeta } from './report.js';
  */
 
 // In the order they run: the inference benchmarks first, while nothing else of the run is warm.
-const BENCHMARKS = ['physical-limit', 'serve-overhead', 'llama-server-baseline', 'concurrency', 'multi-node', 'model-transfer', 'install-size', 'log-append', 'control-plane'];
+const BENCHMARKS = ['physical-limit', 'serve-overhead', 'llama-server-baseline', 'concurrency', 'multi-node', 'model-transfer', 'peer-copy', 'install-size', 'log-append', 'control-plane'];
 
 const { values } = parseArgs({
   options: {

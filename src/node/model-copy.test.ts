@@ -10,7 +10,7 @@ const NODE = (n: number): string => `12D3KooW${String(n).padStart(44, 'x').repla
 
 test('the largest artifacts report the schema allows stays under the telemetry byte limit', () => {
   const models = Array.from({ length: MAX_REPORTED_ARTIFACTS }, (_, i) => ({
-    modelId: `${String(i).padStart(2, 'z')}/${'m'.repeat(200 - 3 - 1 - 2 - 2)}:Q${i % 10}` as ArtifactReport['modelId'],
+    modelId: `${String(i).padStart(2, 'z')}/${'m'.repeat(194)}:Q${i % 10}` as ArtifactReport['modelId'],
     revision: 'f'.repeat(40),
     bytes: Number.MAX_SAFE_INTEGER,
   }));
@@ -42,7 +42,7 @@ test('pickHolders: connected active members with a fresh report listing the mode
     [NODE(5), { models: [{ modelId: 'o/other' as ArtifactReport['modelId'], revision: REV_A, bytes: 10 }], atMs: 5000 }],
     [NODE(6), { models: [{ modelId: 'o/m:Q4' as ArtifactReport['modelId'], revision: REV_A, bytes: 10 }], atMs: 5000 }],
   ]);
-  const ctx = { self: NODE(6), nowMs: 6000, staleMs: 4500, usable: (id: string) => id !== NODE(4) };
+  const ctx = { self: NODE(6), nowMs: 6000, staleMs: 5000, usable: (id: string) => id !== NODE(4) };
   assert.deepEqual(
     pickHolders(heard, { modelId: 'o/m:Q4', revision: REV_A }, ctx).map((h) => [h.nodeId, h.revision, h.ageMs]),
     [
@@ -67,7 +67,8 @@ test('copy requests and frames are strict', () => {
   assert.throws(() => CopyRequest.parse({ type: 'read', repo: 'o/r', revision: REV_A, path: 'a.gguf', offset: -1 }));
   assert.throws(() => CopyRequest.parse({ type: 'read', repo: 'o/r', revision: 'main', path: 'a.gguf', offset: 0 }), 'a commit, not a branch');
   assert.throws(() => CopyRequest.parse({ type: 'read', repo: 'o/r', revision: REV_A, path: 'a.gguf', offset: 0, extra: 1 }));
-  assert.throws(() => CopyRequest.parse({ type: 'describe', modelId: '../etc/passwd' }));
+  assert.throws(() => CopyRequest.parse({ type: 'describe', modelId: '/etc/passwd' }));
+  assert.throws(() => CopyRequest.parse({ type: 'describe', modelId: 'a b' }));
   assert.ok(CopyFrame.parse(new Uint8Array(3)) instanceof Uint8Array);
   assert.throws(() => CopyFrame.parse({ type: 'file', size: 1, sha256: 'nothex', gitOid: null }));
   assert.equal(DeleteAnswer.parse({ outcome: 'refused', freedBytes: 0, removedFiles: false, cardFile: null, error: { code: 'BAD_REQUEST', reason: 'MODEL_IN_USE', message: 'loaded' } }).outcome, 'refused');

@@ -95,7 +95,7 @@ export class NodeTelemetry implements AsyncDisposable {
       if (from === options.plane.nodeId) return;
       const heard = { message, atMs: performance.now() };
       if (message.type === 'resources') this.resources.set(from, heard as Heard<ResourcesMessage>);
-      else {
+      else if (message.type === 'runners') {
         this.runners.set(from, heard as Heard<RunnersMessage>);
         for (const listener of this.runnerListeners) listener();
       }

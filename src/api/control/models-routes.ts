@@ -54,6 +54,7 @@ const AddBody = z.strictObject({
   pull: z.boolean().optional(),
 });
 const PullBody = z.strictObject({ id: z.string().min(1).max(200) });
+const DeleteQuery = z.strictObject({ local: z.enum(['0', '1', 'true', 'false']).optional() });
 
 /** The model id of a `/models/<id>` URL (ids hold `/` and `:`; a client may also send them percent-encoded). */
 function idParam(request: FastifyRequest): string {
@@ -91,9 +92,12 @@ export async function modelsRoutes(app: FastifyInstance, options: ModelsRoutesOp
   app.get('/models/downloads/:id', async (request) => ({ download: models.getDownload((request.params as { id: string }).id) }));
   app.delete('/models/downloads/:id', async (request) => ({ download: await models.cancel((request.params as { id: string }).id) }));
   app.get('/models/*', async (request) => models.get(idParam(request)));
-  // Every member that holds the model removes it; `nodes` says what each did (also in the error body when none did).
+  // Every member that holds the model removes it; `nodes` says what each did (also in the error body when
+  // none did). `?local=1`: this node only, as a node outside any cluster does.
   app.delete('/models/*', async (request, reply) => {
+    const { local } = parseBody(DeleteQuery, request.query ?? {});
     try {
+      if (local === '1' || local === 'true') return await models.remove(idParam(request));
       return await models.removeEverywhere(idParam(request));
     } catch (error) {
       if (error instanceof ClusterRemoveError) return sendModelsError(reply, error.error, undefined, { nodes: error.nodes });

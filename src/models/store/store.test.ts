@@ -7,9 +7,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ggufFixture, HubServer } from '../../../test/support/hub-server.js';
-import { isModelsError } from '../hub/errors.js';
+import { isModelsError, ModelsError } from '../hub/errors.js';
 import { isShoalError } from '../../common/errors.js';
-import { ModelStore, type ModelStoreOptions } from './store.js';
+import { resolveRepo } from '../hub/client.js';
+import { planDownload, ModelStore, type ModelStoreOptions } from './store.js';
+import type { ByteSource } from './transfer.js';
 import { filePathFor, hubStoreRoot, partPathFor } from './layout.js';
 import { progressBarWriter, renderProgressLine, type DownloadProgress } from './progress.js';
 
@@ -262,6 +264,68 @@ describe('model store against a local hub', () => {
     // Asking for the old revision by commit still works, and replaces the copy again.
     const back = await store.pull({ repo, revision: rev1 });
     assert.equal(back.revision, rev1);
+  });
+
+  /** Bytes of a file on disk, like a member's copy: `flip` changes one byte in the middle. */
+  function fileSource(path: string, opts: { flip?: boolean } = {}): ByteSource & { served: number } {
+    const source = {
+      name: 'member test',
+      verb: 'copying' as const,
+      badAnswer: 'PEER_COPY_FAILED' as const,
+      retries: 0,
+      served: 0,
+      fetch: async (file: { size: number }, writer: { position: number; write(chunk: Uint8Array): Promise<void> }) => {
+        const bytes = await readFile(path);
+        const middle = Math.floor(bytes.length / 2);
+        if (opts.flip) bytes[middle] = (bytes[middle] as number) ^ 0xff;
+        for (let at = writer.position; at < file.size; at += 100_000) {
+          const chunk = bytes.subarray(at, Math.min(file.size, at + 100_000));
+          source.served += chunk.length;
+          await writer.write(chunk);
+        }
+      },
+      retryable: () => false,
+      failure: (error: unknown) => new ModelsError('PEER_COPY_FAILED', error instanceof Error ? error.message : String(error)),
+    };
+    return source;
+  }
+
+  test('another byte source (a member) continues the hub’s part file, is verified against the plan, and only indexed files are servable', async () => {
+    const { store, dataDir } = await openStore({ retries: 0 });
+    const repo = 'acme/Big-GGUF';
+    const path = 'Big-Q4_K_M.gguf';
+    const served = hub.file(repo, path);
+    const plan = planDownload(await resolveRepo(repo, { endpoint: hub.url }));
+    const finalPath = filePathFor(hubStoreRoot(dataDir), repo, plan.revision, path);
+    assert.equal(store.servable(repo, plan.revision, path), null, 'nothing before it is complete');
+
+    hub.failAfter(path, 300_000);
+    await assert.rejects(store.download(plan), (e: unknown) => isModelsError(e, 'DOWNLOAD_FAILED'));
+    assert.equal((await sizeOf(partPathFor(finalPath))), 300_000);
+    assert.equal(store.servable(repo, plan.revision, path), null, 'a part file is never served');
+
+    const wrong = fileSource(fixtures.big as string, { flip: true });
+    await assert.rejects(store.download(plan, { source: wrong }), (e: unknown) => {
+      assert.ok(isModelsError(e, 'CHECKSUM_MISMATCH'), String(e));
+      assert.match(e.message, /from member test does not match/);
+      return true;
+    });
+    assert.equal(existsSync(partPathFor(finalPath)), false, 'the bad bytes are gone, the prefix with them');
+
+    hub.failAfter(path, 300_000);
+    await assert.rejects(store.download(plan));
+    hub.resetCounters();
+    const good = fileSource(fixtures.big as string);
+    const model = await store.download(plan, { source: good });
+    assert.equal(good.served, served.size - 300_000, 'it continued where the hub stopped');
+    assert.equal(hub.transfers(path).length, 0);
+    assert.equal(await sha256(model.path), served.sha256);
+
+    assert.deepEqual(store.servable(repo, plan.revision, path), { path: finalPath, file: { path, size: served.size, sha256: served.sha256, gitOid: served.gitOid } });
+    assert.equal(store.servable(repo, plan.revision, `../${plan.revision}/${path}`), null);
+    assert.equal(store.servable(repo, 'f'.repeat(40), path), null);
+    assert.equal(store.servable('acme/Tiny-GGUF', plan.revision, path), null);
+    assert.equal(store.servable(repo, plan.revision, 'index.json'), null);
   });
 
   test('cancelling keeps the part file; the next pull resumes it', async () => {

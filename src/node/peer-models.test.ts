@@ -1,0 +1,226 @@
+import '../polyfill.js';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, open as openFile, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { generateKeyPair } from '@libp2p/crypto/keys';
+import { pino } from 'pino';
+import { ggufFixture, HubServer } from '../../test/support/hub-server.js';
+import { MAX_TELEMETRY_MESSAGE_BYTES, TelemetryMessage, telemetryTopic, type ArtifactsMessage } from '../master/core/messages.js';
+import type { ClusterId, NodeId } from '../master/state/ids.js';
+import type { ClusterState } from '../master/state/state.js';
+import { createRouter, type Router } from '../router/index.js';
+import { CopyFrame, MODEL_COPY_MAX_MESSAGE_BYTES, MODEL_COPY_PROTOCOL } from './model-copy.js';
+import { ClusterRemoveError, ModelsService, type DownloadView } from './models-service.js';
+import { PeerModels, type PeerModelsPlane } from './peer-models.js';
+
+// Two nodes in one process over real libp2p routers on loopback: the artifacts report on a real
+// gossipsub topic, copies over /shoal/model-copy/1, removal over /shoal/model-delete/1, both stores
+// real and fed by the local hub. Node processes and the CLI are covered by test/integration/model-copy.test.ts.
+
+const REPO = 'acme/Copy-GGUF';
+const Q4 = 'Copy-Q4_K_M.gguf';
+const Q8 = 'Copy-Q8_0.gguf';
+const Q4_ID = `${REPO}:Q4_K_M`;
+const Q8_ID = `${REPO}:Q8_0`;
+const CLUSTER = 'c0ffee'.padEnd(32, '0') as ClusterId;
+const log = pino({ level: process.env.SHOAL_LOG_LEVEL ?? 'silent' });
+
+interface TestNode {
+  router: Router;
+  models: ModelsService;
+  peers: PeerModels;
+  inUse: Set<string>;
+  roster: Set<string>;
+  dataDir: string;
+}
+
+const sha256 = async (path: string): Promise<string> => createHash('sha256').update(await readFile(path)).digest('hex');
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function finished(node: TestNode, id: string): Promise<DownloadView> {
+  return until(`download ${id}`, () => {
+    const d = node.models.getDownload(id);
+    return d.finishedAt !== null ? d : undefined;
+  });
+}
+
+describe('copying models between two members', { timeout: 120_000 }, () => {
+  let dir: string;
+  let hub: HubServer;
+  let a: TestNode;
+  let b: TestNode;
+  const state: ClusterState = { clusterId: CLUSTER, members: {}, dissolved: false, instances: {} };
+
+  async function node(name: string): Promise<TestNode> {
+    const dataDir = join(dir, name);
+    const roster = new Set<string>();
+    const router = await createRouter({ privateKey: await generateKeyPair('Ed25519'), name, isMember: (id) => roster.has(id), host: '127.0.0.1', p2pPort: 0, mdns: false, log });
+    const peers = new PeerModels({ log });
+    const inUse = new Set<string>();
+    const models = await ModelsService.open({ dataDir, log, endpoint: hub.url, reserveBytes: 0, inUse: () => inUse, peers });
+    state.members[router.nodeId as NodeId] = { nodeId: router.nodeId, name, nickname: null, status: 'active' } as ClusterState['members'][NodeId];
+    return { router, models, peers, inUse, roster, dataDir };
+  }
+
+  /** The control plane's part peer-models uses: the real telemetry topic, the state above. */
+  function plane(n: TestNode): PeerModelsPlane {
+    const topic = n.router.registerTopic({ name: telemetryTopic(CLUSTER), schema: TelemetryMessage, plane: 'telemetry', maxBytes: MAX_TELEMETRY_MESSAGE_BYTES });
+    const listeners = new Set<(m: ArtifactsMessage, from: NodeId) => void>();
+    topic.subscribe((message, meta) => {
+      if (message.type === 'artifacts' && message.nodeId === meta.from) for (const l of listeners) l(message, meta.from as NodeId);
+    });
+    return {
+      nodeId: n.router.nodeId as NodeId,
+      net: n.router,
+      view: () => ({ state }),
+      publishTelemetry: (message) => void topic.publish(message, { key: message.type }),
+      onArtifacts: (listener) => {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
+    };
+  }
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'shoal-peer-models-'));
+    const q4 = await ggufFixture(join(dir, 'q4.gguf'), { seed: 21, vocabSize: 3072 });
+    const q8 = await ggufFixture(join(dir, 'q8.gguf'), { seed: 22 });
+    hub = await HubServer.start([{ repo: REPO, files: [{ path: Q4, filePath: q4 }, { path: Q8, filePath: q8 }] }]);
+    a = await node('alpha');
+    b = await node('beta');
+    for (const [self, other] of [[a, b], [b, a]] as const) {
+      self.roster.add(other.router.nodeId);
+      self.router.updateRoster([{ nodeId: other.router.nodeId, addrs: other.router.addrs() }]);
+    }
+    await a.router.dial(`${b.router.addrs()[0]}/p2p/${b.router.nodeId}`);
+    await a.peers.start({ plane: plane(a), models: a.models, name: 'alpha' });
+    await b.peers.start({ plane: plane(b), models: b.models, name: 'beta' });
+  });
+
+  after(async () => {
+    for (const n of [a, b]) {
+      await n?.peers.stop();
+      await n?.models.close();
+      await n?.router.stop();
+    }
+    await hub?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('a model one member holds is copied by the other over the data plane, verified, without touching the hub', async () => {
+    await a.models.add({ repo: REPO, quant: 'Q4_K_M', pull: true });
+    const pulledA = await finished(a, a.models.listDownloads().downloads.at(-1)!.id);
+    assert.equal(pulledA.state, 'done', JSON.stringify(pulledA.error));
+    assert.deepEqual(pulledA.source, { kind: 'hub', endpoint: hub.url });
+    const head = hub.head(REPO);
+    await until('beta to hear alpha’s artifacts', () => (b.peers.holders(Q4_ID, head).length === 1 ? true : undefined));
+    assert.deepEqual(b.peers.artifactsView()[a.router.nodeId]?.models, [{ modelId: Q4_ID, revision: head, bytes: hub.file(REPO, Q4).size }]);
+
+    await b.models.add({ repo: REPO, quant: 'Q4_K_M' });
+    hub.resetCounters();
+    const started = await b.models.pull(Q4_ID);
+    const done = await finished(b, started.download.id);
+    assert.equal(done.state, 'done', JSON.stringify(done.error));
+    assert.deepEqual(done.source, { kind: 'peer', nodeId: a.router.nodeId, name: 'alpha' });
+    assert.equal(done.fetchedBytes, hub.file(REPO, Q4).size);
+    assert.deepEqual(hub.requests, [], 'not one request to the hub');
+    assert.equal(await sha256(done.path!), hub.file(REPO, Q4).sha256);
+  });
+
+  test('the holder serves only files its index lists, from any offset; a part file or any other path is refused', async () => {
+    const head = hub.head(REPO);
+    const read = async (request: Record<string, unknown>): Promise<{ head: unknown; bytes: number }> => {
+      const channel = await b.router.openStream<CopyFrame>(a.router.nodeId, MODEL_COPY_PROTOCOL, { schema: CopyFrame, maxMessageBytes: MODEL_COPY_MAX_MESSAGE_BYTES });
+      await channel.send(request);
+      await channel.close();
+      const first = await channel.next();
+      let bytes = 0;
+      for await (const frame of channel) if (frame instanceof Uint8Array) bytes += frame.byteLength;
+      return { head: first, bytes };
+    };
+    const size = hub.file(REPO, Q4).size;
+    const resumed = await read({ type: 'read', repo: REPO, revision: head, path: Q4, offset: size - 1000 });
+    assert.deepEqual(resumed.head, { type: 'file', size, sha256: hub.file(REPO, Q4).sha256, gitOid: hub.file(REPO, Q4).gitOid });
+    assert.equal(resumed.bytes, 1000);
+    for (const path of ['index.json', `../${head}/${Q4}`, `${Q4}.part`, Q8, '/etc/passwd']) {
+      const refused = await read({ type: 'read', repo: REPO, revision: head, path, offset: 0 });
+      assert.equal((refused.head as { type: string; code: string }).code, 'NOT_FOUND', path);
+      assert.equal(refused.bytes, 0);
+    }
+    const past = await read({ type: 'read', repo: REPO, revision: head, path: Q4, offset: size + 1 });
+    assert.equal((past.head as { code: string }).code, 'BAD_REQUEST');
+    const bad = await b.router.openStream<CopyFrame>(a.router.nodeId, MODEL_COPY_PROTOCOL, { schema: CopyFrame, maxMessageBytes: MODEL_COPY_MAX_MESSAGE_BYTES });
+    await bad.send({ type: 'read', repo: REPO, revision: head, path: Q4, offset: 0, extra: true });
+    await assert.rejects(bad.next(), 'a request off its schema resets the stream');
+    assert.equal(await b.peers.describe(a.router.nodeId, 'acme/Nothing:Q4', AbortSignal.timeout(5000)), null);
+  });
+
+  test('a holder whose bytes do not verify is given up for the hub, which resumes nothing it sent', async () => {
+    await a.models.add({ repo: REPO, quant: 'Q8_0', pull: true });
+    const pulled = await finished(a, a.models.listDownloads().downloads.at(-1)!.id);
+    assert.equal(pulled.state, 'done');
+    // Same size, one byte flipped: the member's copy rotted on its disk.
+    const handle = await openFile(pulled.path!, 'r+');
+    await handle.write(Buffer.from([0xff ^ (await readFile(pulled.path!))[1000]!]), 0, 1, 1000);
+    await handle.close();
+    const head = hub.head(REPO);
+    await until('alpha to report Q8', () => (b.peers.holders(Q8_ID, head).length === 1 ? true : undefined));
+
+    hub.resetCounters();
+    // No card on beta: the member's description is what it copies, and the hub is the fallback.
+    const started = await b.models.pull(Q8_ID);
+    const done = await finished(b, started.download.id);
+    assert.equal(done.state, 'done', JSON.stringify(done.error));
+    assert.deepEqual(done.source, { kind: 'hub', endpoint: hub.url });
+    assert.equal(done.peerFailures.length, 1);
+    assert.match(done.peerFailures[0]!.message, /from member alpha does not match the hub's sha256/);
+    assert.equal(hub.transfers(Q8).length, 1);
+    assert.equal(hub.transfers(Q8)[0]!.range, undefined, 'the corrupt prefix was deleted: a whole fresh download');
+    assert.equal(await sha256(done.path!), hub.file(REPO, Q8).sha256);
+  });
+
+  test('removal reaches every member; one using the model refuses and says so', async () => {
+    a.inUse.add(Q4_ID);
+    const partly = await b.models.removeEverywhere(Q4_ID);
+    assert.deepEqual(
+      partly.nodes.map((n) => [n.name, n.self, n.outcome, n.error?.reason ?? null]),
+      [
+        ['beta', true, 'removed', null],
+        ['alpha', false, 'refused', 'MODEL_IN_USE'],
+      ],
+    );
+    assert.ok(partly.freedBytes > 0 && partly.totalFreedBytes === partly.freedBytes);
+    assert.equal(b.models.store.get(Q4_ID), null);
+    assert.ok(a.models.store.get(Q4_ID));
+
+    // Nothing left to remove on beta, alpha still refuses: the refusal is the answer, 409-shaped.
+    await assert.rejects(b.models.removeEverywhere(Q4_ID), (e: unknown) => {
+      assert.ok(e instanceof ClusterRemoveError);
+      assert.equal((e.error as { reason?: string }).reason, 'MODEL_IN_USE');
+      assert.match(e.error.message, /^alpha refused: .*loaded/);
+      assert.deepEqual(e.nodes.map((n) => n.outcome), ['absent', 'refused']);
+      return true;
+    });
+
+    a.inUse.clear();
+    const everywhere = await b.models.removeEverywhere(Q8_ID);
+    assert.deepEqual(everywhere.nodes.map((n) => n.outcome), ['removed', 'removed']);
+    assert.ok(everywhere.totalFreedBytes > everywhere.freedBytes);
+    assert.equal(a.models.store.get(Q8_ID), null);
+    assert.equal(existsSync(join(a.dataDir, 'cards', 'acme--Copy-GGUF--Q8_0.toml')), false, 'the card went too');
+    await assert.rejects(b.models.removeEverywhere(Q8_ID), (e: unknown) => e instanceof ClusterRemoveError && e.error.code === 'NOT_FOUND' && /no model .* on any of the 2 members/.test(e.message));
+  });
+});
