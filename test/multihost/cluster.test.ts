@@ -1,61 +1,30 @@
 // Tier 4: real nodes in network namespaces this test creates (root only; skipped with a reason
 // otherwise). mDNS runs here, inside the LAN's own namespaces, never in the host namespace.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { StatusView } from '../../src/api/control/control.js';
-import { CLI_PATH } from '../support/node-process.js';
-import { captureOutput, createLan, killGroup, netnsAvailable, waitForExit, type Captured, type Lan, type LanHost } from '../support/netns.js';
+import { eventually } from '../support/cli.js';
+import { lanCli, lanStatus, startLanNode, type LanNode } from '../support/lan-node.js';
+import { createLan, killGroup, netnsAvailable, waitForExit, type Lan } from '../support/netns.js';
 
 const available = await netnsAvailable();
 const skip = available.ok ? false : `multi-host cluster tests skipped: ${available.reason}`;
 
-interface HostNode {
-  host: LanHost;
-  dataDir: string;
-  process: ChildProcess | null;
-  output: Captured | null;
-}
+type HostNode = LanNode;
 
 let lan: Lan;
 let root: string;
 const nodes: HostNode[] = [];
 
-function start(node: HostNode): void {
-  const child = lan.exec(node.host, process.execPath, [
-    CLI_PATH, 'run', '--name', node.host.name, '--data-dir', node.dataDir, '--threads', '1', '--api-port', '52600', '--p2p-port', '52601',
-  ], { env: { ...process.env, SHOAL_LOG_LEVEL: 'info' } });
-  node.process = child;
-  node.output = captureOutput(child, 256 * 1024);
-}
+const start = (node: HostNode): void => startLanNode(lan, node);
 
-async function cli(node: HostNode, ...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return lan.run(node.host, process.execPath, [CLI_PATH, ...args, '--data-dir', node.dataDir], { timeoutMs: 60_000 });
-}
+const cli = (node: HostNode, ...args: string[]): ReturnType<typeof lanCli> => lanCli(lan, node, ...args);
 
-async function status(node: HostNode): Promise<StatusView> {
-  const res = await cli(node, 'status', '--json');
-  if (res.code !== 0) throw new Error(`status on ${node.host.name} failed: ${res.stderr}`);
-  return JSON.parse(res.stdout) as StatusView;
-}
+const status = (node: HostNode): Promise<StatusView> => lanStatus(lan, node);
 
-async function eventually<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown = null;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
 
 async function agree(group: HostNode[], what: string, timeoutMs = 20_000): Promise<StatusView[]> {
   return eventually(what, timeoutMs, async () => {

@@ -13,8 +13,9 @@ import { after, before, describe, test } from 'node:test';
 import type { StatusView } from '../../src/api/control/control.js';
 import type { DownloadView } from '../../src/node/models-service.js';
 import { ggufFixture } from '../support/hub-server.js';
-import { CLI_PATH } from '../support/node-process.js';
-import { captureOutput, createLan, killGroup, netnsAvailable, waitForExit, type Captured, type Lan, type LanHost } from '../support/netns.js';
+import { eventually } from '../support/cli.js';
+import { lanCli, lanStatus, startLanNode, type LanNode } from '../support/lan-node.js';
+import { captureOutput, createLan, killGroup, netnsAvailable, waitForExit, type Captured, type Lan } from '../support/netns.js';
 
 const available = await netnsAvailable();
 const skip = available.ok ? false : `multi-host model copy tests skipped: ${available.reason}`;
@@ -24,12 +25,7 @@ const FILE = 'Peer-Q4_K_M.gguf';
 const MODEL_ID = `${REPO}:Q4_K_M`;
 const HUB_SERVER_MODULE = pathToFileURL(fileURLToPath(new URL('../support/hub-server.js', import.meta.url))).href;
 
-interface HostNode {
-  host: LanHost;
-  dataDir: string;
-  process: ChildProcess | null;
-  output: Captured | null;
-}
+type HostNode = LanNode;
 
 let lan: Lan;
 let root: string;
@@ -39,37 +35,14 @@ let hubUrl = '';
 let fixture = '';
 
 function start(node: HostNode): void {
-  const child = lan.exec(node.host, process.execPath, [
-    CLI_PATH, 'run', '--name', node.host.name, '--data-dir', node.dataDir, '--threads', '1', '--api-port', '52600', '--p2p-port', '52601',
-  ], { env: { ...process.env, SHOAL_LOG_LEVEL: 'info', SHOAL_HF_ENDPOINT: hubUrl, SHOAL_DISK_RESERVE_BYTES: String(1024 * 1024) } });
-  node.process = child;
-  node.output = captureOutput(child, 256 * 1024);
+  node.env = { SHOAL_HF_ENDPOINT: hubUrl, SHOAL_DISK_RESERVE_BYTES: String(1024 * 1024) };
+  startLanNode(lan, node);
 }
 
-async function cli(node: HostNode, ...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return lan.run(node.host, process.execPath, [CLI_PATH, ...args, '--data-dir', node.dataDir], { timeoutMs: 90_000 });
-}
+const cli = (node: HostNode, ...args: string[]): ReturnType<typeof lanCli> => lanCli(lan, node, ...args);
 
-async function status(node: HostNode): Promise<StatusView> {
-  const res = await cli(node, 'status', '--json');
-  if (res.code !== 0) throw new Error(`status on ${node.host.name} failed: ${res.stderr}`);
-  return JSON.parse(res.stdout) as StatusView;
-}
+const status = (node: HostNode): Promise<StatusView> => lanStatus(lan, node);
 
-async function eventually<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown = null;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
 
 const h1 = (): HostNode => nodes[0]!;
 const h2 = (): HostNode => nodes[1]!;

@@ -2,7 +2,6 @@
 // otherwise). Replicas answered through every node, a pooled split over budgeted nodes equal token for
 // token to one unconstrained copy, and kill -9 of a donor and of a replica's node.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,8 +10,9 @@ import { pino } from 'pino';
 import type { StatusView } from '../../src/api/control/control.js';
 import { findEngine } from '../../src/doctor/engines.js';
 import { reapOrphans } from '../../src/worker/engines/orphans.js';
-import { CLI_PATH } from '../support/node-process.js';
-import { captureOutput, createLan, killGroup, netnsAvailable, waitForExit, type Captured, type Lan, type LanHost } from '../support/netns.js';
+import { eventually } from '../support/cli.js';
+import { lanCli, lanStatus, startLanNode, type LanNode } from '../support/lan-node.js';
+import { captureOutput, createLan, killGroup, netnsAvailable, waitForExit, type Lan } from '../support/netns.js';
 import { generateSplitModel, splitBudgetBytes, SPLIT_MODEL_ID, writeSplitCard } from '../support/split-model.js';
 
 const available = await netnsAvailable();
@@ -23,26 +23,13 @@ const skip = !available.ok
     ? 'multi-host placement tests skipped: llama-server / ggml-rpc-server are not built (test/integration/engines-build.test.ts builds them)'
     : false;
 
-interface HostNode {
-  host: LanHost;
-  dataDir: string;
-  budget: string | null;
-  process: ChildProcess | null;
-  output: Captured | null;
-}
+type HostNode = LanNode;
 
 let lan: Lan;
 let root: string;
 const nodes: HostNode[] = [];
 
-function start(node: HostNode): void {
-  const child = lan.exec(node.host, process.execPath, [
-    CLI_PATH, 'run', '--name', node.host.name, '--data-dir', node.dataDir, '--threads', '1', '--api-port', '52600', '--p2p-port', '52601',
-    ...(node.budget ? ['--memory-budget', node.budget] : []),
-  ], { env: { ...process.env, SHOAL_LOG_LEVEL: 'info' } });
-  node.process = child;
-  node.output = captureOutput(child, 256 * 1024);
-}
+const start = (node: HostNode): void => startLanNode(lan, node);
 
 async function kill(node: HostNode): Promise<void> {
   killGroup(node.process!, 'SIGKILL');
@@ -50,15 +37,9 @@ async function kill(node: HostNode): Promise<void> {
   node.process = null;
 }
 
-async function cli(node: HostNode, ...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return lan.run(node.host, process.execPath, [CLI_PATH, ...args, '--data-dir', node.dataDir], { timeoutMs: 60_000 });
-}
+const cli = (node: HostNode, ...args: string[]): ReturnType<typeof lanCli> => lanCli(lan, node, ...args);
 
-async function status(node: HostNode): Promise<StatusView> {
-  const res = await cli(node, 'status', '--json');
-  if (res.code !== 0) throw new Error(`status on ${node.host.name} failed: ${res.stderr}`);
-  return JSON.parse(res.stdout) as StatusView;
-}
+const status = (node: HostNode): Promise<StatusView> => lanStatus(lan, node);
 
 /** An HTTP call to a node's API from its own namespace (loopback: control routes need no token). */
 async function call(from: HostNode, path: string, body?: unknown): Promise<{ status: number; body: string }> {
@@ -70,20 +51,6 @@ async function call(from: HostNode, path: string, body?: unknown): Promise<{ sta
   return JSON.parse(res.stdout) as { status: number; body: string };
 }
 
-async function eventually<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown = null;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
 
 async function place(via: HostNode, body: Record<string, unknown>): Promise<{ instanceId: string; shape: string; placements: { nodeId: string; role: string }[] }> {
   const res = await call(via, '/place_instance', body);
@@ -115,7 +82,7 @@ describe('placement across network namespaces', { skip, timeout: 900_000 }, () =
     const model = await generateSplitModel(join(root, 'model'));
     const budget = String(await splitBudgetBytes(model));
     for (const host of lan.hosts) {
-      const node: HostNode = { host, dataDir: join(root, host.name), budget: host.name === 'h1' ? null : budget, process: null, output: null };
+      const node: HostNode = { host, dataDir: join(root, host.name), args: host.name === 'h1' ? [] : ['--memory-budget', budget], process: null, output: null };
       await writeSplitCard(node.dataDir, model);
       nodes.push(node);
     }
