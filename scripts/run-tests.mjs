@@ -42,7 +42,9 @@ if (files.length === 0) {
 const concurrency = process.env.SHOAL_TEST_CONCURRENCY ?? '1';
 const result = spawnSync(
   process.execPath,
-  ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
+  // --test-force-exit: a test file whose tests all finished but left a handle open (a libp2p timer, a
+  // stream) would otherwise keep its process, and the whole run, waiting until CI's time limit.
+  ['--test', '--test-force-exit', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
   { stdio: 'inherit' },
 );
 process.exit(result.status ?? 1);

@@ -1,5 +1,5 @@
 import { decode, encode } from '@msgpack/msgpack';
-import type { Stream } from '@libp2p/interface';
+import type { Stream, StreamCloseEvent } from '@libp2p/interface';
 import type { z } from 'zod';
 import { RouterError } from './errors.js';
 
@@ -240,6 +240,37 @@ export function streamError(error: Error, remote: string, protocol: string): Rou
   return new RouterError('closed', `the ${protocol} stream with ${remote} closed: ${error.message}`, { cause: error });
 }
 
+/**
+ * Waits for the stream's next 'drain' event. Not `stream.onDrain()`: in @libp2p/utils 7.4 it keeps
+ * the promise of the first drain forever, so after one drain it resolves at once and a sender is
+ * never held back again (a slow reader then makes the writer buffer everything).
+ */
+function drained(stream: Stream, signal: AbortSignal | undefined): Promise<void> {
+  if (!stream.writableNeedsDrain) return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    const cleanup = (): void => {
+      stream.removeEventListener('drain', onDrain);
+      stream.removeEventListener('close', onClose);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onDrain = (): void => {
+      cleanup();
+      resolve();
+    };
+    const onClose = (event: StreamCloseEvent): void => {
+      cleanup();
+      reject(event.error ?? new Error('the stream closed while a frame waited to be sent'));
+    };
+    const onAbort = (): void => {
+      cleanup();
+      reject(signal?.reason);
+    };
+    stream.addEventListener('drain', onDrain);
+    stream.addEventListener('close', onClose);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
 /** A FrameChannel over a libp2p 3 stream (event based: `message`, `end`, `close`; `send` + `onDrain`). */
 export class StreamChannel<In = unknown> implements FrameChannel<In> {
   readonly remote: string;
@@ -319,7 +350,7 @@ export class StreamChannel<In = unknown> implements FrameChannel<In> {
     }
     try {
       this.stream.send(frameHeader(payload.byteLength));
-      if (!this.stream.send(payload)) await this.stream.onDrain(options.signal === undefined ? {} : { signal: options.signal });
+      if (!this.stream.send(payload)) await drained(this.stream, options.signal);
     } catch (error) {
       if (options.signal?.aborted === true) throw abortReason(options.signal);
       throw streamError(error instanceof Error ? error : new Error(String(error)), this.remote, this.protocol);
