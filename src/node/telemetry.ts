@@ -188,12 +188,16 @@ export class NodeTelemetry implements AsyncDisposable {
     return out;
   }
 
-  /** Live connections between members, as each node last reported them, each pair once. */
+  /** Live connections between members (this node's now, the others' as last reported), each pair once. */
   links(): { from: string; to: string }[] {
     const seen = new Set<string>();
     const out: { from: string; to: string }[] = [];
-    for (const [nodeId, heard] of this.resources) {
-      for (const peer of heard.message.peers) {
+    const self = this.options.plane.nodeId;
+    // This node's own connections are read now; the others' are as they last reported them.
+    const reports: [string, readonly string[]][] = [[self, this.options.peers()]];
+    for (const [nodeId, heard] of this.resources) if (nodeId !== self) reports.push([nodeId, heard.message.peers]);
+    for (const [nodeId, peers] of reports) {
+      for (const peer of peers) {
         const [from, to] = nodeId < peer ? [nodeId, peer] : [peer, nodeId];
         if (seen.has(`${from}/${to}`)) continue;
         seen.add(`${from}/${to}`);

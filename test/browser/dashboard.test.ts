@@ -297,6 +297,8 @@ describe('two nodes on loopback: invite on one dashboard, approve on the other',
       assert.equal(await page.locator('svg.topology [data-master]').count(), 1, 'one master');
       assert.equal(await page.locator('svg.topology [data-self]').count(), 1);
       assert.match(await page.locator('svg.topology [data-self]').innerHTML(), /This node/);
+      // Links come from live connections, which the next pushed state carries.
+      await page.locator('svg.topology [data-edge]').first().waitFor({ state: 'attached', timeout: WAIT_MS });
       assert.equal(await page.locator('svg.topology [data-edge]').count(), 1, 'a link between the two');
     }
     await screenshot(pageA.page, 'cluster-two-nodes');
