@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { ShoalError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import type { RunnerState } from '../runner/supervisor.js';
+import { forwardLines, signalGroup } from '../child-output.js';
 import { removeEngineRecord, trackLiveGroup, untrackLiveGroup, writeEngineRecord } from './orphans.js';
 
 export interface RestartPolicy {
@@ -57,7 +58,6 @@ export interface ManagedProcessOptions<Info> {
 
 /** Lines of the child's output kept to explain a crash. */
 const TAIL_LINES = 12;
-const MAX_LINE_CHARS = 4096;
 /** Between readiness probes. */
 export const PROBE_INTERVAL_MS = 100;
 
@@ -340,11 +340,7 @@ export class ManagedProcess<Info> {
 }
 
 function killGroup(pgid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pgid, signal);
-  } catch {
-    // Already gone.
-  }
+  signalGroup(pgid, signal);
 }
 
 /** The lines that explain a death: the last error lines, else the last line. */
@@ -384,25 +380,6 @@ function listenOnce(port: number): Promise<number> {
   });
 }
 
-function forwardLines(stream: NodeJS.ReadableStream | null, onLine: (line: string) => void): void {
-  if (!stream) return;
-  let buffer = '';
-  stream.setEncoding('utf8');
-  stream.on('data', (chunk: string) => {
-    buffer += chunk;
-    let newline = buffer.indexOf('\n');
-    while (newline >= 0) {
-      const line = buffer.slice(0, newline).trimEnd();
-      buffer = buffer.slice(newline + 1);
-      if (line !== '') onLine(line.slice(0, MAX_LINE_CHARS));
-      newline = buffer.indexOf('\n');
-    }
-    if (buffer.length > MAX_LINE_CHARS) {
-      onLine(buffer.slice(0, MAX_LINE_CHARS));
-      buffer = '';
-    }
-  });
-}
 
 /** Polls `check` every PROBE_INTERVAL_MS until it resolves true, or `signal` aborts. */
 export async function pollUntil(check: (signal: AbortSignal) => Promise<boolean>, signal: AbortSignal): Promise<void> {

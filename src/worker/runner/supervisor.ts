@@ -6,6 +6,7 @@ import { ShoalError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { RunnerTask, type TaskEvent } from '../../wire/task.js';
 import { formatPath } from '../../common/format-path.js';
+import { forwardLines, signalGroup } from '../child-output.js';
 import { FromRunner, type ModelFacts, type RequestId, type RunnerConfig, type ToRunner } from './protocol.js';
 
 export type RunnerState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
@@ -363,32 +364,6 @@ export class RunnerSupervisor implements AsyncDisposable {
 }
 
 function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    // Already gone.
-  }
+  signalGroup(child.pid, signal);
 }
 
-const MAX_FORWARDED_LINE_CHARS = 4096;
-
-function forwardLines(stream: NodeJS.ReadableStream | null, onLine: (line: string) => void): void {
-  if (!stream) return;
-  let buffer = '';
-  stream.setEncoding('utf8');
-  stream.on('data', (chunk: string) => {
-    buffer += chunk;
-    let newline = buffer.indexOf('\n');
-    while (newline >= 0) {
-      const line = buffer.slice(0, newline).trimEnd();
-      buffer = buffer.slice(newline + 1);
-      if (line !== '') onLine(line.slice(0, MAX_FORWARDED_LINE_CHARS));
-      newline = buffer.indexOf('\n');
-    }
-    if (buffer.length > MAX_FORWARDED_LINE_CHARS) {
-      onLine(buffer.slice(0, MAX_FORWARDED_LINE_CHARS));
-      buffer = '';
-    }
-  });
-}
