@@ -11,6 +11,8 @@ export const MODEL_DELETE_PROTOCOL = '/shoal/model-delete/1';
 
 /** Bytes of file per data frame. */
 export const MODEL_COPY_CHUNK_BYTES = 256 * 1024;
+/** Bytes of file a holder reads at once (sent as several frames), with the next read in flight while they go out. */
+export const MODEL_COPY_READ_BYTES = 4 * MODEL_COPY_CHUNK_BYTES;
 /** Largest frame either side sends or accepts: a chunk plus its msgpack envelope, or a describe answer. */
 export const MODEL_COPY_MAX_MESSAGE_BYTES = MODEL_COPY_CHUNK_BYTES + 4 * 1024;
 /** Files one describe answer lists (a split GGUF's shards): keeps the answer under the frame limit. */

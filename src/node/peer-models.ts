@@ -30,6 +30,7 @@ import {
   MODEL_COPY_MAX_MESSAGE_BYTES,
   MODEL_COPY_MAX_STREAMS_PER_CONNECTION,
   MODEL_COPY_PROTOCOL,
+  MODEL_COPY_READ_BYTES,
   MODEL_COPY_REQUEST_TIMEOUT_MS,
   MODEL_COPY_RETRIES,
   MODEL_DELETE_MAX_MESSAGE_BYTES,
@@ -345,23 +346,34 @@ async function sendError(channel: FrameChannel<CopyRequest>, ctx: RequestContext
   await channel.send({ type: 'error', code, message: clip(message) } satisfies ErrorFrame, { signal: ctx.signal });
 }
 
-/** The file from `offset` in chunks, reading the next chunk while the last one is being sent. */
+/**
+ * The file from `offset` in frames of MODEL_COPY_CHUNK_BYTES, read MODEL_COPY_READ_BYTES at a time
+ * with the next read in flight while the frames of the last one are sent: the disk never waits for
+ * the network, nor the network for the disk. Each read gets a fresh buffer, as frames may be held by
+ * reference (an in-process channel) after `send` returns.
+ */
 async function sendBytes(channel: FrameChannel<CopyRequest>, handle: FileHandle, offset: number, size: number, signal: AbortSignal): Promise<void> {
   const read = async (at: number): Promise<Uint8Array> => {
-    const length = Math.min(MODEL_COPY_CHUNK_BYTES, size - at);
+    const length = Math.min(MODEL_COPY_READ_BYTES, size - at);
     const buffer = Buffer.allocUnsafe(length);
-    const { bytesRead } = await handle.read(buffer, 0, length, at);
-    if (bytesRead === 0) throw new Error(`the file ended at byte ${at} of ${size} while it was being read`);
-    return bytesRead === length ? buffer : buffer.subarray(0, bytesRead);
+    let filled = 0;
+    while (filled < length) {
+      const { bytesRead } = await handle.read(buffer, filled, length - filled, at + filled);
+      if (bytesRead === 0) throw new Error(`the file ended at byte ${at + filled} of ${size} while it was being read`);
+      filled += bytesRead;
+    }
+    return buffer;
   };
   let position = offset;
   let pending: Promise<Uint8Array> | null = position < size ? read(position) : null;
   try {
     while (pending !== null) {
-      const chunk = await pending;
-      position += chunk.byteLength;
+      const block = await pending;
+      position += block.byteLength;
       pending = position < size ? read(position) : null;
-      await channel.send(chunk, { signal });
+      for (let at = 0; at < block.byteLength; at += MODEL_COPY_CHUNK_BYTES) {
+        await channel.send(block.subarray(at, Math.min(at + MODEL_COPY_CHUNK_BYTES, block.byteLength)), { signal });
+      }
     }
   } finally {
     // A read still running when the send failed must finish before the handle closes.
