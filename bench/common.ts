@@ -100,10 +100,12 @@ export async function ensureLlamaServer(): Promise<string> {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Processes: killed with their whole process group when the benchmark ends, however it ends
+// Processes: whatever is still alive when a benchmark exits, however it exits, is ended: hand-launched
+// engines with their process group (SIGKILL), Shoal nodes with SIGTERM so they end their own engines.
+// Every benchmark that starts processes registers them here.
 
-const liveGroups = new Set<number>();
-const liveNodes = new Set<TestNode>();
+export const liveGroups = new Set<number>();
+export const liveNodes = new Set<TestNode>();
 
 process.once('exit', () => {
   for (const pid of liveGroups) {
@@ -113,7 +115,7 @@ process.once('exit', () => {
       // already gone
     }
   }
-  for (const node of liveNodes) node.process.kill('SIGKILL');
+  for (const node of liveNodes) node.process.kill('SIGTERM');
 });
 process.once('SIGINT', () => process.exit(130));
 process.once('SIGTERM', () => process.exit(143));

@@ -12,7 +12,7 @@ import { acceptsConnection } from '../src/worker/engines/rpc-donor.js';
 import { shoal } from '../test/support/cli.js';
 import { freePort, startTestNode, type TestNode } from '../test/support/node-process.js';
 import { splitBudgetBytes } from '../test/support/split-model.js';
-import { benchPrompt, defaultEngineThreads, ensureBenchModel, ensureLlamaServer, intListOption, intOption, log, machineInfo, printResult, sleep, versions, type BenchModel, type TensorType } from './common.js';
+import { benchPrompt, defaultEngineThreads, liveGroups, liveNodes, ensureBenchModel, ensureLlamaServer, intListOption, intOption, log, machineInfo, printResult, sleep, versions, type BenchModel, type TensorType } from './common.js';
 import { alternation, percentiles, ratio, summarize, type Summary } from './stats.js';
 
 /**
@@ -208,23 +208,7 @@ async function streamCompletion(target: Target, prompt: string, maxTokens: numbe
   return { ttftMs: first - start, decodeTokPerS: decodeRate(tokens, first, end), tokens, totalMs: end - start, endedAt: end };
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Processes: nodes stopped with SIGTERM (they end their own engines), hand-launched engines killed
-// with their process group; whatever is still alive when this process exits is ended the same way.
-
-const liveNodes = new Set<TestNode>();
-const liveGroups = new Set<number>();
-
-process.once('exit', () => {
-  for (const pid of liveGroups) {
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
-  for (const node of liveNodes) node.process.kill('SIGTERM');
-});
+// Processes: registered in common.ts's liveNodes / liveGroups, which end them when this process exits.
 
 async function stopNode(node: TestNode): Promise<void> {
   if (!liveNodes.delete(node)) return;
