@@ -4,15 +4,18 @@
 
 import '../src/polyfill.js';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
-import { cpus, loadavg, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import { physicalCoreCount } from '../src/common/cpu.js';
 import { bundledSource, buildEngines, findEngine, findEngineBuild, nodeLlamaCppDir } from '../src/doctor/engines.js';
 import { countParams, generateRandomModel, modelSpecForParams } from '../src/models/generate/random-model.js';
 import { freePort, startTestNode, type TestNode } from '../test/support/node-process.js';
+import { parseLinkRate } from './link.js';
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -106,6 +109,8 @@ export async function ensureLlamaServer(): Promise<string> {
 
 export const liveGroups = new Set<number>();
 export const liveNodes = new Set<TestNode>();
+/** Scratch directories (transfer benchmarks write files of a gigabyte there), removed on any exit. */
+export const liveDirs = new Set<string>();
 
 process.once('exit', () => {
   for (const pid of liveGroups) {
@@ -116,6 +121,7 @@ process.once('exit', () => {
     }
   }
   for (const node of liveNodes) node.process.kill('SIGTERM');
+  for (const dir of liveDirs) rmSync(dir, { recursive: true, force: true });
 });
 process.once('SIGINT', () => process.exit(130));
 process.once('SIGTERM', () => process.exit(143));
@@ -323,6 +329,123 @@ export async function streamChat(server: Server, prompt: string, maxTokens: numb
   if (first === 0) throw new Error(`${server.url} streamed no content`);
   const tokens = usageTokens ?? chunks;
   return { ttftMs: first - start, decodeTokPerS: tokens > 1 ? ((tokens - 1) * 1000) / (end - first) : NaN, tokens, totalMs: end - start, endedAt: end };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Transfer benchmarks (model-transfer, peer-copy): options, the curl baseline, the local hub
+
+export interface TransferOptions {
+  quick: boolean;
+  /** Parameters of the generated model; f16 is 2 bytes each: 500M ≈ 1 GB, 100M (--quick) ≈ 200 MB. */
+  params: string;
+  type: TensorType;
+  reps: number;
+  /** Where every measurement writes, so all of them write to one filesystem (absolute). */
+  dir: string;
+  /** Where generated models are cached (absolute). */
+  modelDir: string;
+  /** `--link <rate>`: the server and client sides in two network namespaces joined by a link shaped to this tc rate (bench/link.ts); null: loopback. */
+  link: string | null;
+  /**
+   * Internal: set on the client side of a `--link` run, which the benchmark starts in the client's
+   * namespace; JSON that says where the server side is. Null otherwise.
+   */
+  linkClient: string | null;
+}
+
+const TENSOR_TYPES: readonly TensorType[] = ['f32', 'f16', 'q8_0', 'q4_0'];
+
+/** The options model-transfer and peer-copy share, from the command line. */
+export function transferOptions(args: string[] = process.argv.slice(2)): TransferOptions {
+  const { values } = parseArgs({
+    args,
+    options: {
+      quick: { type: 'boolean', default: false },
+      params: { type: 'string' },
+      type: { type: 'string', default: 'f16' },
+      reps: { type: 'string' },
+      dir: { type: 'string', default: tmpdir() },
+      'model-dir': { type: 'string', default: 'bench/models' },
+      link: { type: 'string' },
+      'link-client': { type: 'string' },
+    },
+  });
+  const quick = values.quick === true;
+  const type = values.type as TensorType;
+  if (!TENSOR_TYPES.includes(type)) throw new Error(`--type must be one of ${TENSOR_TYPES.join(', ')}, got "${values.type}"`);
+  if (values.link !== undefined && values['link-client'] !== undefined) throw new Error('--link and --link-client exclude each other (--link-client is internal)');
+  return {
+    quick,
+    params: values.params ?? (quick ? '100M' : '500M'),
+    type,
+    reps: intOption('reps', values.reps, quick ? 3 : 5),
+    dir: resolve(values.dir!),
+    modelDir: resolve(values['model-dir']!),
+    link: values.link === undefined ? null : parseLinkRate(values.link),
+    linkClient: values['link-client'] ?? null,
+  };
+}
+
+/** The command line that gives `o` back to transferOptions() (for the client side of a --link run). */
+export function transferArgs(o: TransferOptions): string[] {
+  return [
+    ...(o.quick ? ['--quick'] : []),
+    '--params', o.params,
+    '--type', o.type,
+    '--reps', String(o.reps),
+    '--dir', o.dir,
+    '--model-dir', o.modelDir,
+    ...(o.link === null ? [] : ['--link', o.link]),
+    ...(o.linkClient === null ? [] : ['--link-client', o.linkClient]),
+  ];
+}
+
+/** Runs a command to completion; rejects with its stderr when it does not exit 0. */
+export function runChecked(command: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.once('error', reject);
+    child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`${command} ${args.join(' ')} exited with ${code ?? signal}: ${stderr.trim()}`))));
+  });
+}
+
+/** Stops the benchmark when curl, the baseline of every transfer figure, is missing. */
+export async function requireCurl(): Promise<void> {
+  const works = await runChecked('curl', ['--version']).then(
+    () => true,
+    () => false,
+  );
+  if (!works) throw new Error('curl is not installed: it is the baseline this benchmark compares with (apt-get install curl)');
+}
+
+export interface HubProcess {
+  /** As the hub says: http://127.0.0.1:<port> in the namespace it runs in. */
+  url: string;
+  port: number;
+  size: number;
+  child: ChildProcess;
+  /** Closes its stdin, which ends it (it also ends when this process dies). */
+  stop(): void;
+}
+
+/** How a process is started: in this namespace by default, or in a link's (bench/link.ts). */
+export type Launch = (command: string, args: string[], stdio: ['pipe', 'pipe', 'inherit']) => ChildProcess;
+
+/**
+ * The local hub (bench/hub-serve.ts over test/support/hub-server.ts) serving `file` as `path` in
+ * `repo`, in a process of its own so it shares no event loop with the clients measured.
+ */
+export async function startHub(file: string, repo: string, path: string, launch: Launch = (command, args, stdio) => spawn(command, args, { stdio })): Promise<HubProcess> {
+  const script = fileURLToPath(new URL('./hub-serve.js', import.meta.url));
+  const child = launch(process.execPath, [script, '--file', resolve(file), '--repo', repo, '--path', path], ['pipe', 'pipe', 'inherit']);
+  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`the hub server exited with ${code} before listening`))));
+  // It also exits when stopped, long after listening: that rejection is nobody's error.
+  exited.catch(() => undefined);
+  const line = await Promise.race([new Promise<string>((resolveLine) => createInterface({ input: child.stdout! }).once('line', resolveLine)), exited]);
+  const info = JSON.parse(line) as { url: string; size: number };
+  return { url: info.url, port: Number(new URL(info.url).port), size: info.size, child, stop: () => void child.stdin!.end() };
 }
 
 // ---------------------------------------------------------------------------------------------------

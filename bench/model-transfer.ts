@@ -1,17 +1,15 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { z } from 'zod';
 import { ModelStore } from '../src/models/store/store.js';
-import { ensureBenchModel, intOption, log, machineInfo, printResult, versions, type TensorType } from './common.js';
+import { ensureBenchModel, liveDirs, log, machineInfo, printResult, requireCurl, runChecked, startHub, transferArgs, transferOptions, versions } from './common.js';
+import { createLink, linkRateBytesPerS, type Link } from './link.js';
 import { alternation, ratio, summarize, type Summary } from './stats.js';
 
 /**
  * Model transfer throughput: a generated GGUF (about 1 GB; 200 MB with --quick) served by the local hub
- * (test/support/hub-server.ts, in its own process over loopback), fetched
+ * (test/support/hub-server.ts, in its own process), fetched
  *
  *   - hubDownload: through Shoal's real download path, ModelStore.pull (what `shoal models pull` and
  *     POST /models/pull run): repo and file listing, the Range probe, the streamed body hashed with
@@ -22,26 +20,25 @@ import { alternation, ratio, summarize, type Summary } from './stats.js';
  *
  * each repetition in rotated order, into fresh directories on one filesystem. Each measurement is one
  * function of the context; the report compares every one with the curl baseline. Prints one JSON object.
+ *
+ * Over loopback (the default) the CPU bounds every client. With `--link <rate>` (e.g. 1gbit) the hub
+ * runs in one network namespace and this same program, as the client side, in another, across a link
+ * shaped to that rate (bench/link.ts): what a user pulling from a server on the LAN sees. The client
+ * side measures exactly as on loopback; its result carries `link`.
  */
 
 const BENCHMARK = 'model-transfer';
-const { values } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    params: { type: 'string' },
-    type: { type: 'string', default: 'f16' },
-    reps: { type: 'string' },
-    dir: { type: 'string', default: tmpdir() },
-    'model-dir': { type: 'string', default: 'bench/models' },
-  },
-});
-
-const quick = values.quick === true;
-// f16 weights are 2 bytes per parameter: 500M → ~1 GB, 100M → ~200 MB.
-const params = values.params ?? (quick ? '100M' : '500M');
-const reps = intOption('reps', values.reps, quick ? 3 : 5);
+const options = transferOptions();
 const TARGET_RATIO = 0.9;
 const REPO = 'bench/transfer-GGUF';
+
+/** What the --link side that started this process (in the client's namespace) tells it. */
+const LinkClient = z.strictObject({
+  hubUrl: z.string().url(),
+  size: z.number().int().nonnegative(),
+  link: z.strictObject({ rate: z.string(), qdisc: z.string() }),
+});
+type LinkClient = z.infer<typeof LinkClient>;
 
 interface TransferContext {
   /** The hub's base URL. */
@@ -98,45 +95,37 @@ async function curlFsync(ctx: TransferContext): Promise<Transfer> {
 const BASELINE = 'curl';
 const MEASUREMENTS: Record<string, Measurement> = { curl, hubDownload, curlFsync };
 
-function runChecked(command: string, args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.once('error', reject);
-    child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`${command} ${args.join(' ')} exited with ${code ?? signal}: ${stderr.trim()}`))));
-  });
-}
-
-async function startHub(file: string, path: string): Promise<{ child: ChildProcess; url: string; size: number }> {
-  const script = fileURLToPath(new URL('./hub-serve.js', import.meta.url));
-  const child = spawn(process.execPath, [script, '--file', file, '--repo', REPO, '--path', path], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`the hub server exited with ${code} before listening`))));
-  const line = await Promise.race([new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve)), exited]);
-  const info = JSON.parse(line) as { url: string; size: number };
-  return { child, url: info.url, size: info.size };
-}
-
-async function main(): Promise<void> {
-  if (!(await commandWorks('curl', ['--version']))) throw new Error('curl is not installed: it is the baseline this benchmark compares with (apt-get install curl)');
-  const model = await ensureBenchModel(params, values.type as TensorType, values['model-dir']);
+/** Loopback, or the client side of a --link run: measures against a hub that runs here or across the link. */
+async function main(client: LinkClient | null): Promise<void> {
+  await requireCurl();
+  const model = await ensureBenchModel(options.params, options.type, options.modelDir);
   const path = basename(model.path);
-  log(BENCHMARK, `serving ${model.path} (${(model.bytes / 1e6).toFixed(0)} MB) from a local hub`);
-  const hub = await startHub(model.path, path);
-  const workRoot = await mkdtemp(join(values.dir!, 'shoal-transfer-'));
+  let hubUrl: string;
+  let size: number;
+  let stopHub = (): void => undefined;
+  if (client) {
+    ({ hubUrl, size } = client);
+    log(BENCHMARK, `fetching ${path} (${(size / 1e6).toFixed(0)} MB) from the hub across a ${client.link.rate} link`);
+  } else {
+    log(BENCHMARK, `serving ${model.path} (${(model.bytes / 1e6).toFixed(0)} MB) from a local hub`);
+    const hub = await startHub(model.path, REPO, path);
+    ({ url: hubUrl, size, stop: stopHub } = hub);
+  }
+  const workRoot = await mkdtemp(join(options.dir, 'shoal-transfer-'));
+  liveDirs.add(workRoot);
   const samples: Record<string, Transfer[]> = Object.fromEntries(Object.keys(MEASUREMENTS).map((name) => [name, []]));
   try {
     const run = async (name: string): Promise<Transfer> => {
       const workDir = await mkdtemp(join(workRoot, `${name}-`));
       try {
-        return await MEASUREMENTS[name]!({ hubUrl: hub.url, repo: REPO, path, size: hub.size, workDir });
+        return await MEASUREMENTS[name]!({ hubUrl, repo: REPO, path, size, workDir });
       } finally {
         await rm(workDir, { recursive: true, force: true });
       }
     };
     // One unmeasured round: the served file into the page cache, both clients' code warm.
     for (const name of Object.keys(MEASUREMENTS)) await run(name);
-    for (let rep = 0; rep < reps; rep++) {
+    for (let rep = 0; rep < options.reps; rep++) {
       for (const name of alternation(Object.keys(MEASUREMENTS), rep)) {
         const t = await run(name);
         samples[name]!.push(t);
@@ -144,8 +133,9 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    hub.child.stdin!.end();
+    stopHub();
     await rm(workRoot, { recursive: true, force: true });
+    liveDirs.delete(workRoot);
   }
 
   const throughput: Record<string, { mbPerS: Summary; seconds: Summary }> = {};
@@ -154,30 +144,62 @@ async function main(): Promise<void> {
   }
   const base = throughput[BASELINE]!.mbPerS.median;
   const ratios = Object.fromEntries(Object.keys(MEASUREMENTS).filter((name) => name !== BASELINE).map((name) => [name, ratio(throughput[name]!.mbPerS.median, base)]));
+  const where = client
+    ? `one file from the local hub server (its own process) in one network namespace, fetched from another across a link shaped by tc ${client.link.qdisc} on both ends`
+    : 'one file from the local hub server (its own process, loopback)';
   printResult({
     benchmark: BENCHMARK,
-    quick,
+    quick: options.quick,
     method:
-      `one file from the local hub server (its own process, loopback); every measurement into a fresh directory under ${values.dir}, ` +
-      `${reps} repetitions after one unmeasured round, rotating the order; MB/s = file bytes / wall seconds (1 MB = 10^6 B)`,
+      `${where}; every measurement into a fresh directory under ${options.dir}, ` +
+      `${options.reps} repetitions after one unmeasured round, rotating the order; MB/s = file bytes / wall seconds (1 MB = 10^6 B)`,
     file: { name: path, bytes: model.bytes, params: model.params, type: model.type },
-    reps,
+    reps: options.reps,
     baseline: BASELINE,
     measurements: Object.keys(MEASUREMENTS),
     throughput,
     ratios,
     targetRatio: `>= ${TARGET_RATIO}`,
     meetsTarget: ratios.hubDownload !== null && ratios.hubDownload !== undefined && ratios.hubDownload >= TARGET_RATIO,
+    link: client?.link ?? null,
     machine: machineInfo(),
     versions: await versions(),
   });
 }
 
-function commandWorks(command: string, args: string[]): Promise<boolean> {
-  return runChecked(command, args).then(
-    () => true,
-    () => false,
-  );
+/**
+ * --link: the hub in the server's namespace, this program again as the client side in the client's
+ * (it measures and prints the result, passed through here), the namespaces removed afterwards.
+ */
+async function overLink(rate: string): Promise<void> {
+  await requireCurl();
+  // Generated here, before any namespace exists: the client side finds it cached.
+  const model = await ensureBenchModel(options.params, options.type, options.modelDir);
+  const path = basename(model.path);
+  log(BENCHMARK, `serving ${model.path} (${(model.bytes / 1e6).toFixed(0)} MB) from a local hub across a ${rate} link (network namespaces)`);
+  // The client side writes under this directory, which this process removes however it ends (a
+  // SIGKILLed client side cannot remove its own).
+  const workRoot = await mkdtemp(join(options.dir, 'shoal-transfer-link-'));
+  liveDirs.add(workRoot);
+  let link: Link | null = null;
+  try {
+    link = await createLink(rate);
+    const l = link;
+    const hub = await startHub(model.path, REPO, path, (command, args, stdio) => l.spawn(l.server, command, args, stdio));
+    const hubUrl = await link.exposeServerLoopback(hub.port);
+    const client: LinkClient = { hubUrl, size: hub.size, link: link.summary };
+    // Every transfer at most 4× its time at line rate, plus start-up.
+    const timeoutMs = 120_000 + ((options.reps + 1) * Object.keys(MEASUREMENTS).length * 4 * hub.size * 1000) / linkRateBytesPerS(rate);
+    const script = fileURLToPath(import.meta.url);
+    const result = await link.runClient(script, transferArgs({ ...options, dir: workRoot, link: null, linkClient: JSON.stringify(client) }), timeoutMs);
+    process.stdout.write(result);
+    hub.stop();
+  } finally {
+    await link?.destroy();
+    await rm(workRoot, { recursive: true, force: true });
+    liveDirs.delete(workRoot);
+  }
 }
 
-await main();
+if (options.link !== null) await overLink(options.link);
+else await main(options.linkClient === null ? null : LinkClient.parse(JSON.parse(options.linkClient)));

@@ -433,8 +433,10 @@ function modelTransfer(result: unknown): string {
   const target = parseTarget(get(result, 'targetRatio'));
   const ratios = get(result, 'ratios');
   const file = get(result, 'file');
+  const link = get(result, 'link');
+  const over = isRecord(link) ? `across a ${String(get(link, 'rate') ?? NA)} link (two network namespaces, \`${String(get(link, 'qdisc') ?? NA)}\` on both ends)` : 'over loopback';
   const lines = [
-    `One generated GGUF (${String(get(file, 'name') ?? NA)}, ${mib(get(file, 'bytes'))}) served by the local hub server over loopback, fetched by each measurement into a fresh directory, rotating the order.`,
+    `One generated GGUF (${String(get(file, 'name') ?? NA)}, ${mib(get(file, 'bytes'))}) served by the local hub server ${over}, fetched by each measurement into a fresh directory, rotating the order.`,
     '',
   ];
   const rows: Row[] = [];
@@ -484,6 +486,7 @@ const RENDERERS: Record<string, (result: unknown, all: Record<string, unknown>) 
   concurrency,
   'physical-limit': physicalLimit,
   'model-transfer': modelTransfer,
+  'model-transfer-link': modelTransfer,
   'install-size': installSize,
   'control-plane': controlPlane,
   'log-append': logAppend,
@@ -564,6 +567,24 @@ export function headlines(results: Record<string, unknown>): Headline[] {
       label: 'Model download through Shoal vs curl, same local server',
       value: times(get(transfer, 'ratios', 'hubDownload')),
       detail: `${fmt(median(get(transfer, 'throughput', 'hubDownload', 'mbPerS')))} vs ${fmt(median(get(transfer, 'throughput', 'curl', 'mbPerS')))} MB/s, ${mib(get(transfer, 'file', 'bytes'))} file; target ${String(get(transfer, 'targetRatio') ?? NA)}`,
+    });
+  }
+  const overLink = results['model-transfer-link'];
+  if (isNum(get(overLink, 'ratios', 'hubDownload'))) {
+    out.push({
+      key: 'downloadVsCurlLink',
+      label: `Model download through Shoal vs curl, across a ${String(get(overLink, 'link', 'rate') ?? NA)} link`,
+      value: times(get(overLink, 'ratios', 'hubDownload')),
+      detail: `${fmt(median(get(overLink, 'throughput', 'hubDownload', 'mbPerS')))} vs ${fmt(median(get(overLink, 'throughput', 'curl', 'mbPerS')))} MB/s, ${mib(get(overLink, 'file', 'bytes'))} file; target ${String(get(overLink, 'targetRatio') ?? NA)}`,
+    });
+  }
+  const copyOverLink = results['peer-copy-link'];
+  if (isNum(get(copyOverLink, 'ratios', 'peerCopy'))) {
+    out.push({
+      key: 'peerCopyVsCurlLink',
+      label: `Model copy between two nodes vs curl from the hub, across a ${String(get(copyOverLink, 'link', 'rate') ?? NA)} link`,
+      value: times(get(copyOverLink, 'ratios', 'peerCopy')),
+      detail: `${fmt(median(get(copyOverLink, 'throughput', 'peerCopy', 'mbPerS')))} vs ${fmt(median(get(copyOverLink, 'throughput', 'curl', 'mbPerS')))} MB/s, ${mib(get(copyOverLink, 'file', 'bytes'))} file; target ${String(get(copyOverLink, 'targetRatio') ?? NA)}`,
     });
   }
   const install = results['install-size'];

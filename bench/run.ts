@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ensureLlamaServer, machineInfo, versions } from './common.js';
+import { linkAvailable } from './link.js';
 import { concurrencyPoints, renderPng, throughputSpec, ttftSpec } from './plots.js';
 import { renderReport, type Plot, type ReportMeta } from './report.js';
 
@@ -19,7 +20,13 @@ import { renderReport, type Plot, type ReportMeta } from './report.js';
  */
 
 // In the order they run: the inference benchmarks first, while nothing else of the run is warm.
-const BENCHMARKS = ['physical-limit', 'serve-overhead', 'llama-server-baseline', 'concurrency', 'multi-node', 'model-transfer', 'peer-copy', 'install-size', 'log-append', 'control-plane'];
+const BENCHMARKS = ['physical-limit', 'serve-overhead', 'llama-server-baseline', 'concurrency', 'multi-node', 'model-transfer', 'model-transfer-link', 'peer-copy', 'peer-copy-link', 'install-size', 'log-append', 'control-plane'];
+
+// `<name>-link` runs the transfer benchmark `<name>` again with its server and client sides in two network
+// namespaces joined by a link shaped to LINK_RATE (bench/link.ts): the LAN users copy models over, where the
+// link and not the CPU bounds both Shoal and curl. Needs root, ip, tc and nft; skipped with the reason otherwise.
+const LINK_RATE = '1gbit';
+const LINK_VARIANTS: Record<string, string> = { 'model-transfer-link': 'model-transfer', 'peer-copy-link': 'peer-copy' };
 
 const { values } = parseArgs({
   options: {
@@ -52,9 +59,9 @@ try {
 let current: ChildProcess | null = null;
 process.once('exit', () => current?.kill('SIGTERM'));
 
-function runBenchmark(script: string): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string }> {
+function runBenchmark(script: string, args: string[] = []): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script, ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [script, ...(quick ? ['--quick'] : []), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     current = child;
     let stdout = '';
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -69,11 +76,20 @@ function runBenchmark(script: string): Promise<{ code: number | null; signal: No
 let failed = 0;
 const results: Record<string, unknown> = {};
 const secondsByBenchmark: Record<string, number> = {};
+let linkCheck: Awaited<ReturnType<typeof linkAvailable>> | undefined;
 for (const name of BENCHMARKS.filter((b) => selected.includes(b))) {
-  const script = fileURLToPath(new URL(`./${name}.js`, import.meta.url));
+  const base = LINK_VARIANTS[name];
+  if (base !== undefined) {
+    linkCheck ??= await linkAvailable();
+    if (!linkCheck.ok) {
+      process.stderr.write(`== ${name}: skipped (${linkCheck.reason})\n`);
+      continue;
+    }
+  }
+  const script = fileURLToPath(new URL(`./${base ?? name}.js`, import.meta.url));
   process.stderr.write(`== ${name}\n`);
   const benchStarted = performance.now();
-  const result = await runBenchmark(script);
+  const result = await runBenchmark(script, base === undefined ? [] : ['--link', LINK_RATE]);
   secondsByBenchmark[name] = Math.round((performance.now() - benchStarted) / 100) / 10;
   process.stderr.write(`== ${name}: ${secondsByBenchmark[name]} s\n`);
   if (result.code !== 0) {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encode } from '@msgpack/msgpack';
 import { ArtifactsMessage, MAX_REPORTED_ARTIFACTS, MAX_TELEMETRY_MESSAGE_BYTES, TelemetryMessage, jsonBytes, type ArtifactReport } from '../master/core/messages.js';
-import { artifactsOf, CopyFrame, CopyRequest, DeleteAnswer, MODEL_COPY_MAX_FILES, MODEL_COPY_MAX_MESSAGE_BYTES, ModelFrame, pickHolders, sameCopy, type HeardArtifacts } from './model-copy.js';
+import { artifactsOf, CopyFrame, CopyRequest, DeleteAnswer, MODEL_COPY_MAX_FILES, MODEL_COPY_MAX_MESSAGE_BYTES, ModelFrame, pickHolders, ReadRequest, sameCopy, type HeardArtifacts } from './model-copy.js';
 
 const REV_A = 'a'.repeat(40);
 const REV_B = 'b'.repeat(40);
@@ -79,4 +79,23 @@ test('a describe answer with the most files allowed fits in one frame', () => {
   const frame = ModelFrame.parse({ type: 'model', model: { modelId: 'o/m:Q4', repo: 'o/r', revision: REV_A, group: files[0]!.path, primaryPath: files[0]!.path, files, bytes: 1 } });
   assert.ok(encode(frame).byteLength <= MODEL_COPY_MAX_MESSAGE_BYTES, `${encode(frame).byteLength} bytes`);
   assert.throws(() => ModelFrame.parse({ ...frame, model: { ...frame.model, files: [...files, files[0]] } }));
+});
+
+test('a read may ask for a direct socket at an IP; offers, declines and answers are copy frames', () => {
+  const read = { type: 'read', repo: 'o/r', revision: REV_A, path: 'a.gguf', offset: 0 };
+  assert.equal(ReadRequest.parse({ ...read, direct: '127.0.0.1' }).direct, '127.0.0.1');
+  assert.equal(ReadRequest.parse({ ...read, direct: 'fe80::1' }).direct, 'fe80::1');
+  assert.equal(ReadRequest.parse(read).direct, undefined, 'a copier that does not ask');
+  for (const direct of ['node-a.local', '127.0.0.1:9000', '']) assert.throws(() => ReadRequest.parse({ ...read, direct }), direct);
+  assert.deepEqual(CopyRequest.parse({ type: 'direct-answer', connected: true }), { type: 'direct-answer', connected: true });
+  assert.throws(() => CopyRequest.parse({ type: 'direct-answer', connected: 'yes' }));
+
+  const offer = { type: 'direct-offer', port: 40_000, identity: 'ab'.repeat(16), key: new Uint8Array(32) };
+  const parsed = CopyFrame.parse(offer);
+  assert.ok(!(parsed instanceof Uint8Array) && parsed.type === 'direct-offer');
+  assert.ok(encode(offer).byteLength < MODEL_COPY_MAX_MESSAGE_BYTES);
+  assert.throws(() => CopyFrame.parse({ ...offer, key: new Uint8Array(16) }), 'a 32-byte key only');
+  assert.throws(() => CopyFrame.parse({ ...offer, port: 0 }));
+  assert.deepEqual(CopyFrame.parse({ type: 'direct-decline' }), { type: 'direct-decline' });
+  assert.throws(() => CopyFrame.parse({ type: 'direct-answer', connected: true }), 'an answer goes the other way');
 });

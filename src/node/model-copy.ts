@@ -5,6 +5,8 @@
 import { z } from 'zod';
 import { ModelId } from '../common/ids.js';
 import { MAX_REPORTED_ARTIFACTS, type ArtifactReport } from '../master/core/messages.js';
+// The schemas only (not the router's index, which loads libp2p): this module stays pure.
+import { DirectAnswerFrame, DirectDeclineFrame, DirectHost, DirectOfferFrame } from '../router/direct-socket.js';
 
 export const MODEL_COPY_PROTOCOL = '/shoal/model-copy/1';
 export const MODEL_DELETE_PROTOCOL = '/shoal/model-delete/1';
@@ -23,6 +25,18 @@ export const MODEL_COPY_MAX_STREAMS_PER_CONNECTION = 16;
 export const MODEL_COPY_REQUEST_TIMEOUT_MS = 10_000;
 /** Copier: waiting for the holder's answer to a describe request, and for each next frame of a file. */
 export const MODEL_COPY_IDLE_TIMEOUT_MS = 30_000;
+/**
+ * Bytes of file a holder reads at once for a direct socket (router/direct-socket.ts), with the next
+ * read in flight while the socket takes the last: large reads keep OpenSSL's records full and the
+ * disk ahead of a ~1.5 GB/s socket.
+ */
+export const MODEL_COPY_DIRECT_READ_BYTES = 4 * 1024 * 1024;
+/**
+ * Holder: a direct socket that takes no byte for this long (the copier stopped reading, or its
+ * machine went away without a FIN) is destroyed; the copier's own deadline is MODEL_COPY_IDLE_TIMEOUT_MS.
+ * Also how long the holder waits, once it sent the last byte, for the copier to close its end.
+ */
+export const MODEL_COPY_DIRECT_IDLE_TIMEOUT_MS = MODEL_COPY_IDLE_TIMEOUT_MS;
 /** Attempts per file against one member after a cut stream (each resumes where the part file ends) before trying the next holder or the hub. */
 export const MODEL_COPY_RETRIES = 1;
 /** Holders tried, in order, before the hub. */
@@ -52,9 +66,16 @@ const FilePath = z.string().min(1).max(1000);
 
 /** "What is your copy of this model": answered with one `model` frame (or an `error` frame). */
 export const DescribeRequest = z.strictObject({ type: z.literal('describe'), modelId: ModelId });
-/** "Send this file of repo@revision from `offset`": a `file` frame, then the bytes as Uint8Array frames, then the end. */
-export const ReadRequest = z.strictObject({ type: z.literal('read'), repo: RepoId, revision: Hex40, path: FilePath, offset: Bytes });
-export const CopyRequest = z.discriminatedUnion('type', [DescribeRequest, ReadRequest]);
+/**
+ * "Send this file of repo@revision from `offset`": a `file` frame, then the bytes as Uint8Array frames,
+ * then the end. With `direct` (the IP the copier reached the holder at), the holder answers the `file`
+ * frame with a direct offer or decline (router/direct-socket.ts), the copier with a `direct-answer`;
+ * when it connected, the bytes go through the TLS socket, which the holder ends after the last one,
+ * and the stream carries nothing more (it stays open as the socket's lifetime).
+ */
+export const ReadRequest = z.strictObject({ type: z.literal('read'), repo: RepoId, revision: Hex40, path: FilePath, offset: Bytes, direct: DirectHost.optional() });
+/** Copier -> holder: one request; after a read that asked for a direct socket, the answer to the holder's offer. */
+export const CopyRequest = z.discriminatedUnion('type', [DescribeRequest, ReadRequest, DirectAnswerFrame]);
 export type CopyRequest = z.infer<typeof CopyRequest>;
 
 export const CopyFileInfo = z.strictObject({ path: FilePath, size: Bytes, sha256: Hex64.nullable(), gitOid: Hex40.nullable() });
@@ -73,7 +94,8 @@ export const ModelFrame = z.strictObject({ type: z.literal('model'), model: Peer
 /** Sent before a file's bytes: what the holder has, so a copier stops at once if it is not what it wants. */
 export const FileFrame = z.strictObject({ type: z.literal('file'), size: Bytes, sha256: Hex64.nullable(), gitOid: Hex40.nullable() });
 export const ErrorFrame = z.strictObject({ type: z.literal('error'), code: z.string().min(1).max(64), message: z.string().max(MAX_TEXT_CHARS) });
-export const CopyFrame = z.union([z.instanceof(Uint8Array), ModelFrame, FileFrame, ErrorFrame]);
+/** Holder -> copier: an answer (`model`, `file`, `error`), a direct offer or decline after a `file` frame, file bytes. */
+export const CopyFrame = z.union([z.instanceof(Uint8Array), ModelFrame, FileFrame, ErrorFrame, DirectOfferFrame, DirectDeclineFrame]);
 export type CopyFrame = z.infer<typeof CopyFrame>;
 export type ErrorFrame = z.infer<typeof ErrorFrame>;
 

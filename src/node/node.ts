@@ -62,6 +62,11 @@ export interface NodeOptions {
   recentLogs?: LogRing;
   /** `--memory-budget`: the most memory placement may use on this node; null (default) = what is available. */
   memoryBudgetBytes?: number | null;
+  /**
+   * Direct sockets for RPC tunnels and model copies (router/direct-socket.ts), asked for and offered.
+   * Default: on, unless `SHOAL_DIRECT_SOCKETS=0`; off, the bytes stay on libp2p streams.
+   */
+  directSockets?: boolean;
 }
 
 export interface RunningNode extends AsyncDisposable {
@@ -95,7 +100,8 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   const model = await resolveDefaultModel(options.defaultModel, options.dataDir, log);
   // Models on disk: the hub store under the data dir, the hub from SHOAL_HF_ENDPOINT / HF_ENDPOINT.
   // Members that hold a model give it (copy over the data plane) before the hub is asked; started once the plane runs.
-  const peers = new PeerModels({ log: log.child({ part: 'models' }) });
+  const direct = options.directSockets ?? process.env.SHOAL_DIRECT_SOCKETS !== '0';
+  const peers = new PeerModels({ log: log.child({ part: 'models' }), direct });
   const models = await ModelsService.open({
     peers,
     dataDir: options.dataDir,
@@ -165,14 +171,14 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
       return waitForDownload(models, modelId, signal);
     },
     engines,
-    tunnels: { open: (donor, instanceId) => openRpcTunnel(plane.net, donor, instanceId, { log: log.child({ part: 'rpc-tunnel' }) }) },
+    tunnels: { open: (donor, instanceId) => openRpcTunnel(plane.net, donor, instanceId, { log: log.child({ part: 'rpc-tunnel' }), direct }) },
   });
   await serveInference(plane.net, (instanceId, task, signal) => {
     const instance = worker.get(instanceId);
     if (!instance?.runner.run) throw new ShoalError('INSTANCE_LOST', `instance ${instanceId} does not serve requests on this node (it may have been stopped or moved): retry`);
     return instance.runner.run(task, signal);
   });
-  await serveRpcTunnel(plane.net, (instanceId: InstanceId) => engines?.donorPort(instanceId) ?? null);
+  await serveRpcTunnel(plane.net, (instanceId: InstanceId) => engines?.donorPort(instanceId) ?? null, { direct });
   plane.onStateChange(() => host.reconcile());
   telemetry.start();
   host.start();

@@ -1,10 +1,22 @@
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { z } from 'zod';
 import { ShoalError } from '../common/errors.js';
 import { InstanceId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import { knownErrorCode } from '../router/errors.js';
-import { RouterError, type FrameChannel, type Router } from '../router/index.js';
+import {
+  DirectAnswerFrame,
+  DirectDeclineFrame,
+  DirectHost,
+  DirectOfferFrame,
+  RouterError,
+  isDirectReply,
+  offerDirect,
+  takeDirect,
+  type FrameChannel,
+  type Router,
+} from '../router/index.js';
 
 /*
  * `/shoal/rpc-tunnel/1`: a pooled split's driver reaches a donor's `ggml-rpc-server` through libp2p.
@@ -16,6 +28,13 @@ import { RouterError, type FrameChannel, type Router } from '../router/index.js'
  * accepted connection opens its own stream to the donor, sends `{type:'open', instanceId}`, then raw
  * byte frames both ways. Donor: connects a socket to 127.0.0.1:<the instance's RPC port> per stream
  * and pipes. TCP half-close is carried (a socket's end closes the stream's writing side and back).
+ *
+ * Direct sockets (router/direct-socket.ts): the open frame names the IP the driver reached the donor
+ * at; the donor offers a one-shot TLS-PSK socket there, keyed over this stream, and when the driver
+ * connects the bytes go through it instead of the stream (llama.cpp's RPC makes a round trip per layer
+ * hand-off per token, and a libp2p stream costs ~0.6 ms per round trip where TLS costs ~0.1 ms). The
+ * stream stays open as the socket's lifetime. When the socket cannot be reached (a firewall, NAT),
+ * both sides keep to the stream's frames.
  */
 
 export const RPC_TUNNEL_PROTOCOL = '/shoal/rpc-tunnel/1';
@@ -36,13 +55,17 @@ export const RPC_TUNNEL_CONNECT_TIMEOUT_MS = 2000;
 const MAX_ERROR_MESSAGE_CHARS = 4096;
 
 const Bytes = z.instanceof(Uint8Array);
-const OpenFrame = z.strictObject({ type: z.literal('open'), instanceId: InstanceId });
+/** `direct`: the IP the driver reached the donor at, to ask for a direct socket there. */
+const OpenFrame = z.strictObject({ type: z.literal('open'), instanceId: InstanceId, direct: DirectHost.optional() });
 const TunnelErrorFrame = z.strictObject({ type: z.literal('error'), code: z.string().min(1).max(64), message: z.string().max(MAX_ERROR_MESSAGE_CHARS) });
-/** Driver -> donor: the open frame first, then bytes. */
-export const DriverFrame = z.union([OpenFrame, Bytes]);
+/** Driver -> donor: the open frame first, the answer to a direct offer, then bytes. */
+export const DriverFrame = z.union([OpenFrame, DirectAnswerFrame, Bytes]);
 export type DriverFrame = z.infer<typeof DriverFrame>;
-/** Donor -> driver: bytes, or one error frame (the donor could not reach the RPC server) and the end. */
-export const DonorFrame = z.union([Bytes, TunnelErrorFrame]);
+/**
+ * Donor -> driver: a direct offer or decline when asked, then bytes; or one error frame (the donor
+ * could not reach the RPC server) and the end.
+ */
+export const DonorFrame = z.union([Bytes, TunnelErrorFrame, DirectOfferFrame, DirectDeclineFrame]);
 export type DonorFrame = z.infer<typeof DonorFrame>;
 
 /** Why a pipe ended abnormally: the tunnel stream (`remote`) or the local socket (`local`). */
@@ -152,11 +175,60 @@ function pipe(socket: Socket, channel: FrameChannel<unknown>, isData: (frame: un
 }
 
 /**
+ * Pipes a local socket and a direct socket into each other until both have closed (resolves) or
+ * either fails or the tunnel stream (their lifetime) is aborted (rejects with a PipeError after
+ * destroying both). An end on one side ends the other, as TCP does.
+ */
+function splice(local: Socket, direct: TLSSocket, channel: FrameChannel<unknown>): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let settled = false;
+    let open = 2;
+    const fail = (error: PipeError): void => {
+      if (settled) return;
+      settled = true;
+      channel.signal.removeEventListener('abort', onAbort);
+      reset(local);
+      direct.destroy();
+      reject(error);
+    };
+    const onAbort = (): void => {
+      const reason: unknown = channel.signal.reason;
+      fail(new PipeError('remote', `the tunnel stream failed: ${messageOf(reason)}`, { cause: reason }));
+    };
+    const onClose = (): void => {
+      open -= 1;
+      if (open > 0 || settled) return;
+      settled = true;
+      channel.signal.removeEventListener('abort', onAbort);
+      resolve();
+    };
+    local.on('error', (error) => fail(new PipeError('local', `the socket failed: ${error.message}`, { cause: error })));
+    direct.on('error', (error) => fail(new PipeError('remote', `the direct socket failed: ${error.message}`, { cause: error })));
+    local.on('close', onClose);
+    direct.on('close', (hadError) => {
+      if (hadError) fail(new PipeError('remote', 'the direct socket closed with an error'));
+      else onClose();
+    });
+    channel.signal.addEventListener('abort', onAbort, { once: true });
+    if (channel.signal.aborted) return onAbort();
+    local.pipe(direct);
+    direct.pipe(local);
+    local.resume();
+  });
+}
+
+/**
  * Ends a socket with a TCP reset rather than a FIN, so the program at the other end (llama-server,
  * ggml-rpc-server) sees a failed connection, not a finished one.
+ *
+ * Not while its own FIN is still queued (ended, not finished): libuv refuses that reset (EINVAL),
+ * Node 20 then never closes the handle, and the process spins at 100 % CPU when it exits. The other
+ * end has been told "finished" already; such a socket is destroyed plainly.
  */
 function reset(socket: Socket): void {
-  if (!socket.destroyed) socket.resetAndDestroy();
+  if (socket.destroyed) return;
+  if (socket.writableEnded && !socket.writableFinished) socket.destroy();
+  else socket.resetAndDestroy();
 }
 
 function drained(socket: Socket): Promise<void> {
@@ -184,6 +256,8 @@ function messageOf(error: unknown): string {
 
 export interface ServeRpcTunnelOptions {
   log?: Logger;
+  /** Offer direct sockets to drivers that ask. Default true. */
+  direct?: boolean;
 }
 
 /**
@@ -198,7 +272,7 @@ export async function serveRpcTunnel(router: Router, lookup: (instanceId: Instan
     async (channel, ctx) => {
       const first = await channel.next({ signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(RPC_TUNNEL_OPEN_FRAME_TIMEOUT_MS)]) });
       if (first === undefined) return;
-      if (first instanceof Uint8Array) {
+      if (first instanceof Uint8Array || first.type !== 'open') {
         await channel.send({ type: 'error', code: 'BAD_REQUEST', message: `the first frame on ${RPC_TUNNEL_PROTOCOL} must be the open frame` });
         return;
       }
@@ -217,8 +291,11 @@ export async function serveRpcTunnel(router: Router, lookup: (instanceId: Instan
         return;
       }
       try {
-        await pipe(socket, channel as FrameChannel<unknown>, isBytes, () => `${ctx.from} sent a second open frame on ${RPC_TUNNEL_PROTOCOL}`);
+        const direct = first.direct === undefined ? null : await offerDirect(channel as FrameChannel<unknown>, first.direct, { enabled: options.direct ?? true, signal: ctx.signal });
+        if (direct !== null) await splice(socket, direct, channel as FrameChannel<unknown>);
+        else await pipe(socket, channel as FrameChannel<unknown>, isBytes, () => `${ctx.from} sent an unexpected frame on ${RPC_TUNNEL_PROTOCOL}`);
       } catch (error) {
+        reset(socket);
         log?.debug({ instanceId: first.instanceId, from: ctx.from, err: error }, 'an RPC tunnel connection ended abnormally');
         throw error;
       }
@@ -266,12 +343,16 @@ export interface RpcTunnel extends AsyncDisposable {
   onBroken(listener: (error: ShoalError) => void): () => void;
   /** The reason it broke, or null. */
   readonly broken: ShoalError | null;
+  /** Connections tunnelled so far, by how their bytes went: a direct socket or the libp2p stream. */
+  readonly connections: { readonly direct: number; readonly stream: number };
   /** Stops listening and destroys every piped socket and stream. Idempotent; never fires onBroken. */
   close(): Promise<void>;
 }
 
 export interface OpenRpcTunnelOptions {
   log?: Logger;
+  /** Ask the donor for direct sockets (falling back to the stream when one cannot be reached). Default true. */
+  direct?: boolean;
   /** Per-stream open deadline. Default 2000 ms. */
   openTimeoutMs?: number;
 }
@@ -290,6 +371,7 @@ export async function openRpcTunnel(router: Router, donorNodeId: string, instanc
   const listeners = new Set<(error: ShoalError) => void>();
   let broken: ShoalError | null = null;
   let closed = false;
+  const connections = { direct: 0, stream: 0 };
 
   const server: Server = createServer({ allowHalfOpen: true, noDelay: true, pauseOnConnect: true });
   const shutDown = (): void => {
@@ -338,13 +420,24 @@ export async function openRpcTunnel(router: Router, donorNodeId: string, instanc
       return;
     }
     channels.add(channel);
+    const describe = (frame: unknown): string => {
+      const parsed = TunnelErrorFrame.safeParse(frame);
+      if (parsed.success) return `node ${donorNodeId} answered ${knownErrorCode(parsed.data.code)}: ${parsed.data.message}`;
+      return `node ${donorNodeId} sent an unexpected frame`;
+    };
     try {
-      await channel.send({ type: 'open', instanceId });
-      await pipe(socket, channel as FrameChannel<unknown>, isBytes, (frame) => {
-        const parsed = DonorFrame.safeParse(frame);
-        if (parsed.success && !(parsed.data instanceof Uint8Array)) return `node ${donorNodeId} answered ${knownErrorCode(parsed.data.code)}: ${parsed.data.message}`;
-        return `node ${donorNodeId} sent an unexpected frame`;
-      });
+      const ask = (options.direct ?? true) && channel.remoteHost !== null;
+      await channel.send({ type: 'open', instanceId, ...(ask ? { direct: channel.remoteHost } : {}) });
+      const direct = ask ? await directOf(channel, describe) : null;
+      if (direct !== null) {
+        connections.direct += 1;
+        await splice(socket, direct, channel as FrameChannel<unknown>);
+        await channel.close().catch(() => undefined);
+        channel.abort();
+      } else {
+        connections.stream += 1;
+        await pipe(socket, channel as FrameChannel<unknown>, isBytes, describe);
+      }
     } catch (error) {
       reset(socket);
       channel.abort(new RouterError('aborted', `the tunnel to ${where} failed`));
@@ -355,6 +448,17 @@ export async function openRpcTunnel(router: Router, donorNodeId: string, instanc
       channels.delete(channel);
       sockets.delete(socket);
     }
+  };
+
+  /** The donor's reply to an open frame that asked for a direct socket: the socket, or null to keep to the stream. */
+  const directOf = async (channel: FrameChannel<DonorFrame>, describe: (frame: unknown) => string): Promise<TLSSocket | null> => {
+    const reply = await channel.next({ signal: AbortSignal.timeout(RPC_TUNNEL_OPEN_FRAME_TIMEOUT_MS) });
+    if (reply === undefined) throw new PipeError('remote', `node ${donorNodeId} closed the tunnel stream without answering`);
+    if (!isDirectReply(reply)) throw new PipeError('remote', describe(reply));
+    return takeDirect(channel as FrameChannel<unknown>, reply, {
+      signal: AbortSignal.timeout(RPC_TUNNEL_OPEN_FRAME_TIMEOUT_MS),
+      onUnreachable: (error) => log?.info({ donor: donorNodeId, instanceId, err: error }, `no direct socket to node ${donorNodeId}: tunnelling over the libp2p stream`),
+    });
   };
 
   server.on('connection', (socket: Socket) => {
@@ -398,6 +502,9 @@ export async function openRpcTunnel(router: Router, donorNodeId: string, instanc
     port,
     get broken() {
       return broken;
+    },
+    get connections() {
+      return { ...connections };
     },
     onBroken(listener) {
       if (broken !== null) {

@@ -109,6 +109,11 @@ export interface FrameChannel<In = unknown> extends AsyncIterable<In> {
   /** The node at the other end. */
   readonly remote: string;
   readonly protocol: string;
+  /**
+   * The remote's IP on the connection that carries this stream (what a direct socket connects to or
+   * expects), or null for an in-process channel or a connection that is not plain TCP over IP.
+   */
+  readonly remoteHost: string | null;
   /** Next frame, or `undefined` when the remote finished sending. Rejects with a RouterError. */
   next(options?: { signal?: AbortSignal }): Promise<In | undefined>;
   send(value: unknown, options?: { signal?: AbortSignal }): Promise<void>;
@@ -123,6 +128,8 @@ export interface FrameChannel<In = unknown> extends AsyncIterable<In> {
 export interface ChannelOptions<In> {
   maxMessageBytes?: number;
   schema?: z.ZodType<In>;
+  /** See FrameChannel.remoteHost. Default null. */
+  remoteHost?: string | null;
 }
 
 /** Frames decoded and waiting for the reader, with the end-of-stream state. */
@@ -275,6 +282,7 @@ function drained(stream: Stream, signal: AbortSignal | undefined): Promise<void>
 export class StreamChannel<In = unknown> implements FrameChannel<In> {
   readonly remote: string;
   readonly protocol: string;
+  readonly remoteHost: string | null;
   private readonly controller = new AbortController();
   private readonly queue: FrameQueue<In>;
   private readonly decoder: FrameDecoder;
@@ -289,6 +297,7 @@ export class StreamChannel<In = unknown> implements FrameChannel<In> {
   ) {
     this.remote = remote;
     this.protocol = stream.protocol;
+    this.remoteHost = options.remoteHost ?? null;
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.decoder = new FrameDecoder(this.maxMessageBytes);
     this.queue = new FrameQueue<In>(() => this.resumeIfPaused());
@@ -428,6 +437,7 @@ export function createChannelPair<A = unknown, B = unknown>(
 
 class MemoryChannel<In> implements FrameChannel<In> {
   peer: MemoryChannel<unknown> | null = null;
+  readonly remoteHost = null;
   private readonly controller = new AbortController();
   readonly queue: FrameQueue<In>;
   private writable = true;

@@ -14,6 +14,7 @@ import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p, type Libp2p } from 'libp2p';
 import type { z } from 'zod';
 import { createLogger, type Logger } from '../common/log.js';
+import { ipOfMultiaddr } from './direct-socket.js';
 import { RouterError } from './errors.js';
 import { StreamChannel, YAMUX_MAX_WINDOW_BYTES, type FrameChannel } from './framing.js';
 import {
@@ -593,7 +594,7 @@ export async function createRouter(options: RouterOptions): Promise<Router> {
     telemetryQueueMax: options.telemetryQueueMax ?? 1024,
   });
 
-  const openRaw = async (peer: string, protocol: string, signal: AbortSignal): Promise<Stream> => {
+  const openRaw = async (peer: string, protocol: string, signal: AbortSignal): Promise<{ stream: Stream; remoteHost: string | null }> => {
     if (!NON_MEMBER_PROTOCOLS.includes(protocol) && !isMember(peer)) {
       throw new RouterError('refused', `${peer} is not a member: ${protocol} is for members only`);
     }
@@ -613,7 +614,7 @@ export async function createRouter(options: RouterOptions): Promise<Router> {
       }
     }
     try {
-      return await conn.newStream(protocol, { signal });
+      return { stream: await conn.newStream(protocol, { signal }), remoteHost: ipOfMultiaddr(conn.remoteAddr) };
     } catch (error) {
       const e = errorOf(error);
       if (signal.aborted) throw new RouterError(signalReason(signal), `opening ${protocol} to ${peer} timed out`, { cause: e });

@@ -3,6 +3,7 @@ import type { Connection, Stream } from '@libp2p/interface';
 import { z } from 'zod';
 import { isShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
+import { ipOfMultiaddr } from './direct-socket.js';
 import { RouterError, knownErrorCode } from './errors.js';
 import { DEFAULT_MAX_MESSAGE_BYTES, StreamChannel, abortReason, createChannelPair, type FrameChannel } from './framing.js';
 
@@ -23,6 +24,8 @@ export interface RequestContext {
   protocol: string;
   /** Aborted when the caller goes away (stream reset, connection lost, deadline). */
   signal: AbortSignal;
+  /** The remote's IP on the stream's connection (see FrameChannel.remoteHost); null in process. */
+  remoteHost: string | null;
 }
 
 export type RequestHandler<Req, Res> = (request: Req, ctx: RequestContext) => Res | Promise<Res>;
@@ -66,8 +69,11 @@ export interface DataPlaneHost {
   /** Registers a libp2p handler whose streams already passed admission for `protocol`. */
   register(protocol: string, handler: (stream: Stream, connection: Connection) => void, options: { maxInboundStreams?: number; maxOutboundStreams?: number }): Promise<void>;
   unregister(protocol: string): Promise<void>;
-  /** Opens an outbound stream after admission (member check, hello completed); throws a RouterError. */
-  openRaw(peer: string, protocol: string, signal: AbortSignal): Promise<Stream>;
+  /**
+   * Opens an outbound stream after admission (member check, hello completed); throws a RouterError.
+   * `remoteHost` is the peer's IP on the stream's connection, when it is TCP over IP.
+   */
+  openRaw(peer: string, protocol: string, signal: AbortSignal): Promise<{ stream: Stream; remoteHost: string | null }>;
 }
 
 const ResponseEnvelope = z.union([
@@ -111,7 +117,7 @@ export class DataPlane {
     const signal = deadline(options.signal, options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
     if (peer === this.host.selfId) return this.requestSelf(protocol, message, options, signal);
     const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    const stream = await this.host.openRaw(peer, protocol, signal);
+    const { stream } = await this.host.openRaw(peer, protocol, signal);
     const channel = new StreamChannel<ResponseEnvelope>(stream, peer, { maxMessageBytes, schema: ResponseEnvelope });
     try {
       await channel.send(message, { signal });
@@ -129,10 +135,10 @@ export class DataPlane {
   async openStream<In = unknown>(peer: string, protocol: string, options: OpenStreamOptions<In> = {}): Promise<FrameChannel<In>> {
     const signal = deadline(options.signal, options.timeoutMs ?? DEFAULT_OPEN_TIMEOUT_MS);
     if (peer === this.host.selfId) return this.openSelf(protocol, options);
-    const stream = await this.host.openRaw(peer, protocol, signal);
+    const { stream, remoteHost } = await this.host.openRaw(peer, protocol, signal);
     const channelOptions = options.schema === undefined
-      ? { maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES }
-      : { maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, schema: options.schema };
+      ? { maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, remoteHost }
+      : { maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, schema: options.schema, remoteHost };
     return new StreamChannel<In>(stream, peer, channelOptions);
   }
 
@@ -154,11 +160,13 @@ export class DataPlane {
       return;
     }
     const { options } = entry;
+    const remoteHost = ipOfMultiaddr(connection.remoteAddr);
     const channel = new StreamChannel<unknown>(stream, remote, {
       maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
       ...(options.schema === undefined || entry.kind === 'request' ? {} : { schema: options.schema }),
+      remoteHost,
     });
-    const ctx: RequestContext = { from: remote, protocol, signal: channel.signal };
+    const ctx: RequestContext = { from: remote, protocol, signal: channel.signal, remoteHost };
     void this.serve(entry, channel, ctx);
   }
 
@@ -189,7 +197,7 @@ export class DataPlane {
   private async requestSelf<Res>(protocol: string, message: unknown, options: RequestOptions<Res>, signal: AbortSignal): Promise<Res> {
     const entry = this.local.get(protocol);
     if (entry === undefined) throw new RouterError('no_handler', `this node does not handle ${protocol}`);
-    const ctx: RequestContext = { from: this.host.selfId, protocol, signal };
+    const ctx: RequestContext = { from: this.host.selfId, protocol, signal, remoteHost: null };
     if (entry.kind === 'request') {
       const schema = entry.options.schema;
       let request: unknown = message;
@@ -218,7 +226,7 @@ export class DataPlane {
       ...(options.schema === undefined ? {} : { schemaA: options.schema }),
       ...(entry.options.schema === undefined || entry.kind === 'request' ? {} : { schemaB: entry.options.schema }),
     });
-    void this.serve(entry, theirs, { from: this.host.selfId, protocol, signal: theirs.signal });
+    void this.serve(entry, theirs, { from: this.host.selfId, protocol, signal: theirs.signal, remoteHost: null });
     return mine;
   }
 }

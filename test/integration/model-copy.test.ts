@@ -62,7 +62,8 @@ describe('models between the members of a two-node cluster', { timeout: 240_000 
     // alpha keeps at most 1 MB of idle copies: Q4 (about 1.8 MB) goes once nothing uses it.
     [a, b] = await Promise.all([
       startTestNode({ args: ['--name', 'alpha'], env: { ...env, SHOAL_MODEL_KEEP_BYTES: String(1_000_000) } }),
-      startTestNode({ args: ['--name', 'beta'], env }),
+      // beta's info lines say how each copied file travelled (the test reads them).
+      startTestNode({ args: ['--name', 'beta'], env: { ...env, SHOAL_LOG_LEVEL: 'info' } }),
     ]);
     const code = /shoal1-\S+/.exec((await shoal(a, 'invite', '--code')).stdout)?.[0];
     assert.ok(code);
@@ -107,6 +108,11 @@ describe('models between the members of a two-node cluster', { timeout: 240_000 
     assert.equal(copy.fetchedBytes, q4.bytes);
     assert.deepEqual(hub.requests.map((r) => r.url), [], 'the hub saw no request from beta');
     assert.equal(await sha256(storePath(b, Q4)), hub.file(REPO, Q4).sha256);
+    // Two processes on loopback: the bytes went over a direct TLS socket, not the libp2p stream.
+    const copied = b.output().split('\n').filter((line) => line.includes('copied a model file from a member'));
+    assert.equal(copied.length, 1, copied.join('\n'));
+    assert.match(copied[0]!, /"transport":"direct"/);
+    assert.match(copied[0]!, new RegExp(`"bytes":${q4.bytes}\\b`));
     const model = await api<ModelView>(b, 'GET', `/models/${Q4_ID}`);
     assert.equal(model.body.state, 'on-disk');
     await eventually('alpha to see beta’s copy', 20_000, async () => ((await status(a)).artifacts[bId]?.models.some((m) => m.modelId === Q4_ID) ? true : undefined));

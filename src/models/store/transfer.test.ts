@@ -2,13 +2,16 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { isShoalError } from '../../common/errors.js';
+import { resolveHubOptions } from '../hub/endpoint.js';
 import { ModelsError } from '../hub/errors.js';
 import type { HubFile } from '../hub/gguf-files.js';
-import { RetryableError, TRANSFER_WRITE_BLOCK_BYTES, transferFile, type ByteSource, type PartWriter, type TransferArgs } from './transfer.js';
+import { hubSource, RetryableError, TRANSFER_WRITE_BLOCK_BYTES, transferFile, type ByteSource, type PartWriter, type TransferArgs } from './transfer.js';
 
 // The part file writer against the real file system, with byte sources over a buffer: several write
 // blocks per file, odd chunk sizes, failures and cancellation mid-block. What is asserted is what a
@@ -134,6 +137,17 @@ describe('transferFile writes in blocks and keeps the part file exact', () => {
     assert.deepEqual(await readFile(a.finalPath), bytes);
   });
 
+  test('a disk that is full (the kernel says ENOSPC: /dev/full) fails the transfer with INSUFFICIENT_DISK, not a retry', async () => {
+    const a = args(bufferSource(bytes));
+    let retries = 0;
+    await assert.rejects(
+      transferFile({ ...a, finalPath: join(dir, 'never.gguf'), partPath: '/dev/full', onRetry: () => (retries += 1) }),
+      (e: unknown) => e instanceof ModelsError && e.reason === 'INSUFFICIENT_DISK' && (e.cause as { code?: string }).code === 'ENOSPC',
+    );
+    assert.equal(retries, 0);
+    assert.equal((a.source as ReturnType<typeof bufferSource>).attempts.length, 1);
+  });
+
   test('bytes past the size are refused, and what came before them stays in the part file', async () => {
     const a = args(bufferSource(bytes));
     const source: ByteSource = {
@@ -145,5 +159,128 @@ describe('transferFile writes in blocks and keeps the part file exact', () => {
     };
     await assert.rejects(transferFile({ ...a, source }), (e: unknown) => e instanceof ModelsError && e.reason === 'PEER_COPY_FAILED' && /sent more than/.test(e.message));
     assert.equal((await stat(a.partPath)).size, SIZE);
+  });
+});
+
+// The hub source end to end against real servers: a hub whose resolve route redirects to a CDN on
+// another origin, as huggingface.co does, and a CDN that can cut a body or ignore Range.
+describe('hubSource downloads through the resolve redirect', () => {
+  const REPO = 'acme/Blocks-GGUF';
+  const REV = 'b'.repeat(40);
+  let dir: string;
+  let bytes: Buffer;
+  let file: HubFile;
+  let hubServer: Server;
+  let cdnServer: Server;
+  let endpoint: string;
+  let counter = 0;
+  const hubSeen: IncomingHttpHeaders[] = [];
+  /** The CDN's GETs of the body (not the 1-byte probes). */
+  const cdnGets: { range: string | null; authorization: string | null; userAgent: string | null; status: number }[] = [];
+  const cdn = { cutNextAfter: null as number | null, ignoreRange: false };
+
+  function listen(server: Server): Promise<string> {
+    return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
+  }
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'shoal-transfer-hub-'));
+    bytes = randomBytes(3 * TRANSFER_WRITE_BLOCK_BYTES + 54_321);
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    file = { path: 'Blocks-Q4_K_M.gguf', size: bytes.length, sha256: sha, gitOid: null };
+    cdnServer = createServer((req, res) => {
+      const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
+      const probe = req.headers.range === 'bytes=0-0';
+      const partial = range !== null && (probe || !cdn.ignoreRange);
+      const start = partial ? Number(range[1]) : 0;
+      const end = partial && range[2] !== '' ? Number(range[2]) : bytes.length - 1;
+      const status = partial ? 206 : 200;
+      if (!probe) cdnGets.push({ range: req.headers.range ?? null, authorization: req.headers.authorization ?? null, userAgent: req.headers['user-agent'] ?? null, status });
+      res.writeHead(status, {
+        'Content-Length': end - start + 1,
+        ETag: `"${sha}"`,
+        'Accept-Ranges': 'bytes',
+        ...(partial ? { 'Content-Range': `bytes ${start}-${end}/${bytes.length}` } : {}),
+      });
+      const body = bytes.subarray(start, end + 1);
+      if (!probe && cdn.cutNextAfter !== null) {
+        const cut = cdn.cutNextAfter;
+        cdn.cutNextAfter = null;
+        res.write(body.subarray(0, cut), () => setTimeout(() => res.destroy(), 20));
+        return;
+      }
+      res.end(body);
+    });
+    const cdnUrl = await listen(cdnServer);
+    hubServer = createServer((req, res) => {
+      hubSeen.push(req.headers);
+      if (req.url !== `/${REPO}/resolve/${REV}/${file.path}`) return void res.writeHead(404, { 'X-Error-Code': 'EntryNotFound' }).end();
+      res.writeHead(302, { Location: `${cdnUrl}/blobs/${sha}?signature=x`, 'X-Repo-Commit': REV }).end();
+    });
+    endpoint = await listen(hubServer);
+  });
+
+  after(async () => {
+    hubServer.closeAllConnections();
+    cdnServer.closeAllConnections();
+    await new Promise((r) => hubServer.close(r));
+    await new Promise((r) => cdnServer.close(r));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  function args(source: ByteSource, extra: Partial<TransferArgs> = {}): TransferArgs & { finalPath: string; partPath: string } {
+    const finalPath = join(dir, `file-${counter++}.gguf`);
+    hubSeen.length = 0;
+    cdnGets.length = 0;
+    return { source, repo: REPO, revision: REV, file, finalPath, partPath: `${finalPath}.part`, signal: new AbortController().signal, retries: 2, retryDelayMs: 1, ...extra };
+  }
+
+  test('the token goes to the hub only; a body cut mid-way is retried from the part file\'s end', async () => {
+    const hub = resolveHubOptions({ endpoint, accessToken: 'hf_test_token' }, {});
+    const a = args(hubSource(hub, REPO, REV));
+    cdn.cutNextAfter = TRANSFER_WRITE_BLOCK_BYTES + 300_001;
+    let partAtRetry = -1;
+    await transferFile({ ...a, onRetry: (_attempt, error) => ((partAtRetry = statSync(a.partPath).size), assert.ok(error instanceof TypeError, String(error))) });
+    assert.deepEqual(await readFile(a.finalPath), bytes);
+    assert.ok(partAtRetry > 0 && partAtRetry <= TRANSFER_WRITE_BLOCK_BYTES + 300_001, `part file at the retry: ${partAtRetry}`);
+    assert.deepEqual(
+      cdnGets.map((g) => [g.range, g.authorization, g.status]),
+      [
+        [null, null, 200],
+        [`bytes=${partAtRetry}-${bytes.length - 1}`, null, 206],
+      ],
+    );
+    // The body is read by Shoal's own GET (http-body.ts), not by the global fetch.
+    assert.deepEqual(cdnGets.map((g) => g.userAgent), ['shoal', 'shoal']);
+    assert.ok(hubSeen.length >= 4 && hubSeen.every((h) => h.authorization === 'Bearer hf_test_token'), 'every request to the hub carried the token');
+  });
+
+  test('a CDN that ignores Range on a resume sends it all again: the part file starts over and verifies', async () => {
+    const hub = resolveHubOptions({ endpoint }, {});
+    const a = args(hubSource(hub, REPO, REV));
+    await writeFile(a.partPath, bytes.subarray(0, 1_000_003));
+    cdn.ignoreRange = true;
+    try {
+      await transferFile(a);
+    } finally {
+      cdn.ignoreRange = false;
+    }
+    assert.deepEqual(await readFile(a.finalPath), bytes);
+    assert.deepEqual(cdnGets.map((g) => [g.range, g.status]), [[`bytes=1000003-${bytes.length - 1}`, 200]]);
+  });
+
+  test('a fetch given in the hub options carries the body too', async () => {
+    const urls: string[] = [];
+    const counting: typeof fetch = (input, init) => {
+      urls.push(String(input));
+      return fetch(input, init);
+    };
+    const hub = resolveHubOptions({ endpoint, fetch: counting }, {});
+    const a = args(hubSource(hub, REPO, REV));
+    await transferFile(a);
+    assert.deepEqual(await readFile(a.finalPath), bytes);
+    assert.equal(urls.length, 2, 'the probe and the body');
+    assert.equal(cdnGets.length, 1);
+    assert.notEqual(cdnGets[0]?.userAgent, 'shoal');
   });
 });

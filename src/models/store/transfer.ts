@@ -12,6 +12,7 @@ import type { ShoalError } from '../../common/errors.js';
 import { cancelledError, ModelsError, type ModelsErrorReason } from '../hub/errors.js';
 import { hubError, isNetworkError, mergeSignals, type ResolvedHubOptions } from '../hub/endpoint.js';
 import type { HubFile } from '../hub/gguf-files.js';
+import { httpGet } from './http-body.js';
 import { formatBytes } from './progress.js';
 
 /** A transfer that ended early in a way a later attempt may not (a cut connection, a short body): retried from the part file's end. */
@@ -20,15 +21,30 @@ export class RetryableError extends Error {
 }
 
 /**
- * Appends one file's bytes to its part file, hashing them; a source writes into it. Writes are
- * batched (TRANSFER_WRITE_BLOCK_BYTES) and overlap the source: `write` returns once the chunk is
- * hashed and queued for the disk, so the source must not reuse a chunk's memory after.
+ * Appends one file's bytes to its part file, hashing them; a source writes into it. The bytes are
+ * copied into the writer's own blocks (TRANSFER_WRITE_BLOCK_BYTES), whose writes overlap the source:
+ * the source may reuse a chunk's memory as soon as `write` or `push` returns.
  */
 export interface PartWriter {
   /** Bytes accepted so far (on disk or queued to be): where the source continues. */
   readonly position: number;
-  /** Takes `chunk`; throws when it would run past the file's size, or when an earlier write failed. */
+  /** Takes `chunk`, then waits while the disk is behind; throws when it would run past the file's size, or when an earlier write failed. */
   write(chunk: Uint8Array): Promise<void>;
+  /**
+   * Takes `chunk` as `write` does, without a promise (for a source that reads in callbacks): false
+   * when the disk is behind, and the source should hold its next chunk until `ready()` resolves.
+   */
+  push(chunk: Uint8Array): boolean;
+  /** Resolves once the writer takes chunks without waiting again; rejects with a write's failure. */
+  ready(): Promise<void>;
+  /**
+   * For a source that can read straight into memory (a socket's `onread`), skipping the copy:
+   * the free part of the block being filled, at most `max` bytes, or null while the disk is behind.
+   * The writer leaves it alone until `commit`; a region never committed is simply not used.
+   */
+  region(max: number): Uint8Array | null;
+  /** `n` bytes landed at the start of the last region: hashes and takes them, then answers as `push` does. */
+  commit(n: number): boolean;
   /** Empties the part file: the source sends the whole file again (a server that ignored Range). */
   restart(): Promise<void>;
 }
@@ -114,8 +130,8 @@ class FileDigest {
 /**
  * Bytes collected before one disk write. Writing each network chunk (16-64 KiB) and waiting for it
  * kept the network, the hash and the disk taking turns; blocks this size, written while the next one
- * is collected and hashed, overlap them. Memory per file transfer: at most two blocks (one being
- * written, one being collected) plus one incoming chunk.
+ * is collected and hashed, overlap them. Memory per file transfer: three blocks at most (one being
+ * written, one full and waiting, one being filled), reused for the whole transfer.
  */
 export const TRANSFER_WRITE_BLOCK_BYTES = 4 * 1024 * 1024;
 /**
@@ -140,10 +156,15 @@ class PartFileWriter implements PartWriter {
   position: number;
   /** Bytes whose write has completed. */
   private onDisk: number;
-  private block: Uint8Array[] = [];
-  private blockBytes = 0;
-  /** When the block's first chunk arrived (performance.now()). */
+  /** The block being filled, and how much of it is. */
+  private block: Buffer | null = null;
+  private fill = 0;
+  /** When the block's first byte arrived (performance.now()). */
   private blockSinceMs = 0;
+  /** Full blocks waiting for the write in flight (one, unless a source ignored `push`'s false). */
+  private queue: { buffer: Buffer; bytes: number }[] = [];
+  /** Blocks written and free to fill again. */
+  private spare: Buffer[] = [];
   /** The write in flight; it never rejects (its failure is kept in `failure`). */
   private writing: Promise<void> | null = null;
   /** The fdatasync in flight; like `writing`, it never rejects. */
@@ -164,36 +185,90 @@ class PartFileWriter implements PartWriter {
     this.onDisk = position;
   }
 
-  async write(chunk: Uint8Array): Promise<void> {
-    if (this.failure) throw this.failure.error;
-    if (chunk.length === 0) return;
+  push(chunk: Uint8Array): boolean {
+    this.throwIfFailed();
     if (this.position + chunk.length > this.file.size) {
       throw new ModelsError(this.source.badAnswer, `${this.source.name} sent more than the ${this.file.size} bytes of ${this.what}`);
     }
     this.digest.update(chunk);
-    if (this.blockBytes === 0) this.blockSinceMs = performance.now();
-    this.block.push(chunk);
-    this.blockBytes += chunk.length;
-    this.position += chunk.length;
-    if (this.blockBytes >= TRANSFER_WRITE_BLOCK_BYTES) await this.startWrite();
-    else if (!this.writing && performance.now() - this.blockSinceMs >= TRANSFER_WRITE_DELAY_MS) await this.startWrite();
+    for (let at = 0; at < chunk.length; ) {
+      if (!this.block) {
+        this.block = this.spare.pop() ?? Buffer.allocUnsafeSlow(TRANSFER_WRITE_BLOCK_BYTES);
+        this.fill = 0;
+        this.blockSinceMs = performance.now();
+      }
+      const n = Math.min(chunk.length - at, TRANSFER_WRITE_BLOCK_BYTES - this.fill);
+      this.block.set(n === chunk.length ? chunk : chunk.subarray(at, at + n), this.fill);
+      this.fill += n;
+      at += n;
+      this.position += n;
+      if (this.fill === TRANSFER_WRITE_BLOCK_BYTES) this.seal();
+    }
+    if (this.fill > 0 && !this.writing && this.queue.length === 0 && performance.now() - this.blockSinceMs >= TRANSFER_WRITE_DELAY_MS) this.seal();
+    this.writeNext();
+    return this.queue.length === 0;
   }
 
-  /** Waits for the write in flight, then starts writing the collected block without waiting for it. */
-  private async startWrite(): Promise<void> {
-    if (this.writing) await this.writing;
-    if (this.failure) throw this.failure.error;
-    if (this.blockBytes === 0) return;
-    const buffers = this.block;
-    const bytes = this.blockBytes;
-    this.block = [];
-    this.blockBytes = 0;
-    this.writing = writeAll(this.handle, buffers, bytes).then(
+  region(max: number): Uint8Array | null {
+    if (this.failure || this.queue.length > 0) return null;
+    if (!this.block) {
+      this.block = this.spare.pop() ?? Buffer.allocUnsafeSlow(TRANSFER_WRITE_BLOCK_BYTES);
+      this.fill = 0;
+      this.blockSinceMs = performance.now();
+    }
+    return this.block.subarray(this.fill, this.fill + Math.min(max, TRANSFER_WRITE_BLOCK_BYTES - this.fill));
+  }
+
+  commit(n: number): boolean {
+    this.throwIfFailed();
+    const block = this.block as Buffer;
+    if (this.position + n > this.file.size) {
+      throw new ModelsError(this.source.badAnswer, `${this.source.name} sent more than the ${this.file.size} bytes of ${this.what}`);
+    }
+    this.digest.update(block.subarray(this.fill, this.fill + n));
+    this.fill += n;
+    this.position += n;
+    if (this.fill === TRANSFER_WRITE_BLOCK_BYTES) this.seal();
+    else if (!this.writing && this.queue.length === 0 && performance.now() - this.blockSinceMs >= TRANSFER_WRITE_DELAY_MS) this.seal();
+    this.writeNext();
+    return this.queue.length === 0;
+  }
+
+  async ready(): Promise<void> {
+    // A full block waits only for the write in flight: its completion starts the block's write.
+    for (;;) {
+      this.throwIfFailed();
+      if (this.queue.length === 0) return;
+      await this.writing;
+    }
+  }
+
+  async write(chunk: Uint8Array): Promise<void> {
+    if (!this.push(chunk)) await this.ready();
+  }
+
+  /** Queues the block being filled for writing. */
+  private seal(): void {
+    if (!this.block || this.fill === 0) return;
+    this.queue.push({ buffer: this.block, bytes: this.fill });
+    this.block = null;
+    this.fill = 0;
+  }
+
+  /** Starts writing the first queued block, unless a write is in flight, without waiting for it. */
+  private writeNext(): void {
+    if (this.writing || this.failure) return;
+    const next = this.queue.shift();
+    if (!next) return;
+    const { buffer, bytes } = next;
+    this.writing = writeAll(this.handle, [buffer.subarray(0, bytes)], bytes).then(
       () => {
         this.onDisk += bytes;
         this.writing = null;
+        this.spare.push(buffer);
         this.unsynced += bytes;
         if (this.unsynced >= TRANSFER_SYNC_EVERY_BYTES && !this.syncing) this.startSync();
+        this.writeNext();
         this.onBytes?.(bytes, this.onDisk);
       },
       (error: unknown) => {
@@ -216,12 +291,30 @@ class PartFileWriter implements PartWriter {
     );
   }
 
+  /** A method rather than inline checks: TypeScript would keep `failure` narrowed across awaits. */
+  private throwIfFailed(): void {
+    if (this.failure) throw this.failure.error;
+  }
+
+  /** Waits until nothing runs on the handle (`writing` and `syncing` never reject). */
+  private async idle(): Promise<void> {
+    while (this.writing || this.syncing) {
+      await this.writing;
+      await this.syncing;
+    }
+  }
+
   /** Writes what is collected and waits until it is written (not synced); throws a write's failure. */
   async flush(): Promise<void> {
-    await this.startWrite();
-    if (this.writing) await this.writing;
-    if (this.syncing) await this.syncing;
-    if (this.failure) throw this.failure.error;
+    this.seal();
+    for (;;) {
+      this.throwIfFailed();
+      if (!this.writing && this.queue.length === 0) break;
+      this.writeNext();
+      await this.writing;
+    }
+    await this.idle();
+    this.throwIfFailed();
   }
 
   /**
@@ -234,21 +327,21 @@ class PartFileWriter implements PartWriter {
     } catch {
       // The part file still holds a prefix; the next attempt hashes it again from its real size.
     }
-    // Nothing may still be running on the handle when it closes (`writing` and `syncing` never reject).
-    await this.writing;
-    await this.syncing;
+    // Nothing may still be running on the handle when it closes.
+    await this.idle();
   }
 
   async restart(): Promise<void> {
-    if (this.writing) await this.writing;
-    if (this.syncing) await this.syncing;
-    if (this.failure) throw this.failure.error;
-    this.block = [];
-    this.blockBytes = 0;
+    for (const { buffer } of this.queue) this.spare.push(buffer);
+    this.queue = [];
+    this.fill = 0;
+    await this.idle();
+    this.throwIfFailed();
     await this.handle.truncate(0);
     this.digest.reset();
     this.position = 0;
     this.onDisk = 0;
+    this.unsynced = 0;
   }
 }
 
@@ -429,28 +522,32 @@ async function fetchFromHub(hub: ResolvedHubOptions, repo: string, revision: str
   }
   // fileDownloadInfo reads only the probe's headers: release its 1-byte body (or xet JSON) and its socket.
   await probe?.body?.cancel().catch(() => undefined);
-  // The body is read straight from a GET of the client's resolve URL (what downloadFile's WebBlob
-  // would fetch): WebBlob.stream() pipes it through a TransformStream, an extra hop per chunk that
-  // cost about a quarter of the throughput on loopback, and turns errors into their message text.
   const headers: Record<string, string> = {};
   if (hub.accessToken) headers.Authorization = `Bearer ${hub.accessToken}`;
   if (offset > 0) headers.Range = `bytes=${offset}-${file.size - 1}`;
-  const res = await hub.fetch(info.url, { headers, signal });
-  if (!res.ok) {
-    await res.body?.cancel().catch(() => undefined);
-    throw new HubApiError(res.url || info.url, res.status, res.headers.get('x-request-id') ?? undefined, `Api error with status ${res.status}. URL: ${res.url || info.url}`);
-  }
-  if (offset > 0) {
-    if (res.status === 200) {
-      // The server ignored Range and sends the whole file: start the part file over.
-      await writer.restart();
-    } else {
-      const start = Number(/^bytes (\d+)-/.exec(res.headers.get('content-range') ?? '')?.[1]);
-      if (res.status !== 206 || start !== offset) {
-        await res.body?.cancel().catch(() => undefined);
-        throw new ModelsError('HUB_BAD_RESPONSE', `${hub.endpoint} answered a resume of ${what} from byte ${offset} with HTTP ${res.status} (${res.headers.get('content-range') ?? 'no Content-Range'})`);
-      }
+  const answer = { hub, what, offset, writer };
+  // With the global fetch, Shoal's own GET reads the body (http-body.ts says why); a fetch given in
+  // the hub options (a test's, a proxy's) carries the body too.
+  if (hub.fetch === globalThis.fetch && /^https?:/i.test(info.url)) {
+    const res = await httpGet(info.url, { headers, signal });
+    try {
+      await checkBodyAnswer(answer, res.status, res.url, (name) => res.header(name));
+    } catch (error) {
+      res.discard();
+      throw error;
     }
+    await res.pump(writer);
+    return;
+  }
+  // The body is read straight from a GET of the client's resolve URL (what downloadFile's WebBlob
+  // would fetch): WebBlob.stream() pipes it through a TransformStream, an extra hop per chunk that
+  // cost about a quarter of the throughput on loopback, and turns errors into their message text.
+  const res = await hub.fetch(info.url, { headers, signal });
+  try {
+    await checkBodyAnswer(answer, res.status, res.url || info.url, (name) => res.headers.get(name));
+  } catch (error) {
+    await res.body?.cancel().catch(() => undefined);
+    throw error;
   }
   if (!res.body) return;
   const reader = res.body.getReader();
@@ -462,5 +559,26 @@ async function fetchFromHub(hub: ResolvedHubOptions, repo: string, revision: str
     }
   } finally {
     await reader.cancel().catch(() => undefined);
+  }
+}
+
+/**
+ * Checks the status of the body's GET before its bytes are read: an error answer throws as the hub
+ * client's own calls do (HubApiError); a server that ignored Range empties the part file first.
+ */
+async function checkBodyAnswer(a: { hub: ResolvedHubOptions; what: string; offset: number; writer: PartWriter }, status: number, url: string, header: (name: string) => string | null): Promise<void> {
+  if (status < 200 || status > 299) {
+    throw new HubApiError(url, status, header('x-request-id') ?? undefined, `Api error with status ${status}. URL: ${url}`);
+  }
+  if (a.offset === 0) return;
+  if (status === 200) {
+    // The server ignored Range and sends the whole file: start the part file over.
+    await a.writer.restart();
+    return;
+  }
+  const contentRange = header('content-range');
+  const start = Number(/^bytes (\d+)-/.exec(contentRange ?? '')?.[1]);
+  if (status !== 206 || start !== a.offset) {
+    throw new ModelsError('HUB_BAD_RESPONSE', `${a.hub.endpoint} answered a resume of ${a.what} from byte ${a.offset} with HTTP ${status} (${contentRange ?? 'no Content-Range'})`);
   }
 }
