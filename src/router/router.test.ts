@@ -10,7 +10,7 @@ import { encode } from '@msgpack/msgpack';
 import { pino } from 'pino';
 import { z } from 'zod';
 import { ShoalError } from '../common/errors.js';
-import { INVITE_PROTOCOL, RouterError, createRouter, type PeerHello, type Router } from './index.js';
+import { INVITE_PROTOCOL, RouterError, WIRE_VERSION, createRouter, type PeerHello, type Router } from './index.js';
 
 // Every router here listens on 127.0.0.1 with mDNS off; peers find each other only by explicit dials.
 
@@ -347,11 +347,11 @@ describe('router', { timeout: 60_000 }, () => {
 
   test('nodes of different wire versions refuse each other with a log line on both sides', async () => {
     const a = await startNode();
-    const d = await startNode({ wireVersion: 2 });
+    const d = await startNode({ wireVersion: WIRE_VERSION + 1 });
     admitAll([a, d]);
     await assert.rejects(d.router.dial(addr(a), { signal: AbortSignal.timeout(3000) }), RouterError);
-    const lineAtA = `peer ${d.router.nodeId} speaks wire version 2, this node speaks 1: upgrade the older one`;
-    const lineAtD = `peer ${a.router.nodeId} speaks wire version 1, this node speaks 2: upgrade the older one`;
+    const lineAtA = `peer ${d.router.nodeId} speaks wire version ${WIRE_VERSION + 1}, this node speaks ${WIRE_VERSION}: upgrade the older one`;
+    const lineAtD = `peer ${a.router.nodeId} speaks wire version ${WIRE_VERSION}, this node speaks ${WIRE_VERSION + 1}: upgrade the older one`;
     await until('both log lines', () => a.logs.some((l) => l.includes(lineAtA)) && d.logs.some((l) => l.includes(lineAtD)), 3000);
     await until('the connection to close', () => !a.router.isConnected(d.router.nodeId) && !d.router.isConnected(a.router.nodeId), 3000);
     assert.ok(a.router.stats().hello.mismatched >= 1);

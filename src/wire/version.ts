@@ -2,5 +2,8 @@
  * Version of everything Shoal nodes say to each other. Nodes of different wire versions refuse each other
  * (loudly, on both sides) instead of half-understanding. Bump it with any incompatible change to a message,
  * event, command or snapshot schema.
+ *
+ * 2: the RPC tunnel's open frame and the model copy's read request may ask for a direct socket
+ *    (router/direct-socket.ts), which version-1 strict schemas refuse.
  */
-export const WIRE_VERSION = 1;
+export const WIRE_VERSION = 2;
