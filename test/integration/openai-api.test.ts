@@ -111,16 +111,22 @@ describe('OpenAI API on a real node', () => {
   });
 
   test(`${PARALLEL} concurrent requests each get the same greedy text as alone`, async () => {
-    // llama.cpp's CPU kernels round differently for a batch of many sequences than for one, so on a
-    // random-weight model a near-tie between two tokens can flip late in a long answer (seen about
-    // once in four 48-token runs). Twelve tokens keep the check exact and meaningful: batching that
-    // mixed up sequences would differ from the first token.
+    // llama.cpp's CPU kernels round differently for a batch of many sequences than for one, and the
+    // batch each step sees depends on when the requests arrived. On a random-weight model (flat logits)
+    // a near-tie between two tokens can then flip: seen in about one CI run in ten even at twelve tokens.
+    // So the burst is tried up to three times and one exact match passes; batching that mixed up or
+    // corrupted sequences differs in every attempt and still fails.
     const prompts = Array.from({ length: PARALLEL }, (_, i) => `Question number ${i}: what is ${i} plus ${i}?`);
     const alone: string[] = [];
     for (const prompt of prompts) alone.push((await client.chat.completions.create(greedy(prompt, { max_tokens: 12 }))).choices[0]!.message.content!);
-    const together = await Promise.all(prompts.map((prompt) => client.chat.completions.create(greedy(prompt, { max_tokens: 12 }))));
-    assert.deepEqual(together.map((r) => r.choices[0]!.message.content), alone);
     assert.ok(new Set(alone).size > 1, 'different prompts give different answers');
+    const attempts: string[][] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const together = await Promise.all(prompts.map((prompt) => client.chat.completions.create(greedy(prompt, { max_tokens: 12 }))));
+      attempts.push(together.map((r) => r.choices[0]!.message.content!));
+      if (attempts.at(-1)!.every((text, i) => text === alone[i])) return;
+    }
+    assert.fail(`no burst of ${PARALLEL} matched the answers given alone:\nalone: ${JSON.stringify(alone)}\n${attempts.map((a, i) => `burst ${i + 1}: ${JSON.stringify(a)}`).join('\n')}`);
   });
 
   test('/v1/completions answers stream and non-stream with equal text', async () => {
