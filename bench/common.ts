@@ -16,6 +16,7 @@ import { bundledSource, buildEngines, findEngine, findEngineBuild, nodeLlamaCppD
 import { countParams, generateRandomModel, modelSpecForParams } from '../src/models/generate/random-model.js';
 import { freePort, startTestNode, type TestNode } from '../test/support/node-process.js';
 import { parseLinkRate } from './link.js';
+import { ratio, summarize, type Summary } from './stats.js';
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -384,6 +385,54 @@ export function transferOptions(args: string[] = process.argv.slice(2)): Transfe
     link: values.link === undefined ? null : parseLinkRate(values.link),
     linkClient: values['link-client'] ?? null,
   };
+}
+
+/** One timed transfer of a file. */
+export interface Transfer {
+  bytes: number;
+  seconds: number;
+}
+
+/**
+ * Prints a transfer benchmark's JSON: MB/s and seconds per measurement, each measurement's ratio to
+ * `baseline`'s median MB/s, and whether `measured` meets `targetRatio`.
+ */
+export async function printTransferResult(r: {
+  benchmark: string;
+  options: TransferOptions;
+  method: string;
+  model: BenchModel;
+  fileName: string;
+  samples: Record<string, Transfer[]>;
+  baseline: string;
+  measured: string;
+  targetRatio: number;
+  link: unknown;
+}): Promise<void> {
+  const throughput: Record<string, { mbPerS: Summary; seconds: Summary }> = {};
+  for (const [name, list] of Object.entries(r.samples)) {
+    throughput[name] = { mbPerS: summarize(list.map((t) => t.bytes / t.seconds / 1e6)), seconds: summarize(list.map((t) => t.seconds)) };
+  }
+  const base = throughput[r.baseline]!.mbPerS.median;
+  const names = Object.keys(r.samples);
+  const ratios = Object.fromEntries(names.filter((name) => name !== r.baseline).map((name) => [name, ratio(throughput[name]!.mbPerS.median, base)]));
+  const measured = ratios[r.measured];
+  printResult({
+    benchmark: r.benchmark,
+    quick: r.options.quick,
+    method: `${r.method}; ${r.options.reps} repetitions after one unmeasured round, rotating the order; MB/s = file bytes / wall seconds (1 MB = 10^6 B)`,
+    file: { name: r.fileName, bytes: r.model.bytes, params: r.model.params, type: r.model.type },
+    reps: r.options.reps,
+    baseline: r.baseline,
+    measurements: names,
+    throughput,
+    ratios,
+    targetRatio: `>= ${r.targetRatio}`,
+    meetsTarget: typeof measured === 'number' && measured >= r.targetRatio,
+    link: r.link,
+    machine: machineInfo(),
+    versions: await versions(),
+  });
 }
 
 /** The command line that gives `o` back to transferOptions() (for the client side of a --link run). */

@@ -3,9 +3,9 @@ import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ModelStore } from '../src/models/store/store.js';
-import { ensureBenchModel, liveDirs, log, machineInfo, printResult, requireCurl, runChecked, startHub, transferArgs, transferOptions, versions } from './common.js';
+import { ensureBenchModel, liveDirs, log, printTransferResult, requireCurl, runChecked, startHub, transferArgs, transferOptions, type Transfer } from './common.js';
 import { createLink, linkRateBytesPerS, type Link } from './link.js';
-import { alternation, ratio, summarize, type Summary } from './stats.js';
+import { alternation } from './stats.js';
 
 /**
  * Model transfer throughput: a generated GGUF (about 1 GB; 200 MB with --quick) served by the local hub
@@ -51,10 +51,6 @@ interface TransferContext {
   workDir: string;
 }
 
-interface Transfer {
-  bytes: number;
-  seconds: number;
-}
 
 type Measurement = (ctx: TransferContext) => Promise<Transfer>;
 
@@ -138,32 +134,20 @@ async function main(client: LinkClient | null): Promise<void> {
     liveDirs.delete(workRoot);
   }
 
-  const throughput: Record<string, { mbPerS: Summary; seconds: Summary }> = {};
-  for (const [name, list] of Object.entries(samples)) {
-    throughput[name] = { mbPerS: summarize(list.map((t) => t.bytes / t.seconds / 1e6)), seconds: summarize(list.map((t) => t.seconds)) };
-  }
-  const base = throughput[BASELINE]!.mbPerS.median;
-  const ratios = Object.fromEntries(Object.keys(MEASUREMENTS).filter((name) => name !== BASELINE).map((name) => [name, ratio(throughput[name]!.mbPerS.median, base)]));
   const where = client
     ? `one file from the local hub server (its own process) in one network namespace, fetched from another across a link shaped by tc ${client.link.qdisc} on both ends`
     : 'one file from the local hub server (its own process, loopback)';
-  printResult({
+  await printTransferResult({
     benchmark: BENCHMARK,
-    quick: options.quick,
-    method:
-      `${where}; every measurement into a fresh directory under ${options.dir}, ` +
-      `${options.reps} repetitions after one unmeasured round, rotating the order; MB/s = file bytes / wall seconds (1 MB = 10^6 B)`,
-    file: { name: path, bytes: model.bytes, params: model.params, type: model.type },
-    reps: options.reps,
+    options,
+    method: `${where}; every measurement into a fresh directory under ${options.dir}`,
+    model,
+    fileName: path,
+    samples,
     baseline: BASELINE,
-    measurements: Object.keys(MEASUREMENTS),
-    throughput,
-    ratios,
-    targetRatio: `>= ${TARGET_RATIO}`,
-    meetsTarget: ratios.hubDownload !== null && ratios.hubDownload !== undefined && ratios.hubDownload >= TARGET_RATIO,
+    measured: 'hubDownload',
+    targetRatio: TARGET_RATIO,
     link: client?.link ?? null,
-    machine: machineInfo(),
-    versions: await versions(),
   });
 }
 

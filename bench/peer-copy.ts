@@ -7,9 +7,9 @@ import { eventually } from '../test/support/cli.js';
 import { lanCli, lanStatus, startLanNode, type LanNode } from '../test/support/lan-node.js';
 import { killGroup, waitForExit } from '../test/support/netns.js';
 import { startTestNode, waitForHealthy, type TestNode } from '../test/support/node-process.js';
-import { ensureBenchModel, liveDirs, log, machineInfo, printResult, requireCurl, runChecked, startHub, transferArgs, transferOptions, versions } from './common.js';
+import { ensureBenchModel, liveDirs, log, printTransferResult, requireCurl, runChecked, startHub, transferArgs, transferOptions, type Transfer } from './common.js';
 import { createLink, linkRateBytesPerS, type Link } from './link.js';
-import { alternation, ratio, summarize, type Summary } from './stats.js';
+import { alternation } from './stats.js';
 
 /**
  * Peer copy throughput: a generated GGUF (about 1 GB; 200 MB with --quick) that node A pulled from the
@@ -51,10 +51,6 @@ const LinkClient = z.strictObject({
 });
 type LinkClient = z.infer<typeof LinkClient>;
 
-interface Transfer {
-  bytes: number;
-  seconds: number;
-}
 
 interface Context {
   hubUrl: string;
@@ -177,32 +173,22 @@ async function main(client: LinkClient | null): Promise<void> {
     liveDirs.delete(workRoot);
   }
 
-  const throughput: Record<string, { mbPerS: Summary; seconds: Summary }> = {};
-  for (const [name, list] of Object.entries(samples)) {
-    throughput[name] = { mbPerS: summarize(list.map((t) => t.bytes / t.seconds / 1e6)), seconds: summarize(list.map((t) => t.seconds)) };
-  }
-  const base = throughput[BASELINE]!.mbPerS.median;
-  const ratios = Object.fromEntries(Object.keys(MEASUREMENTS).filter((name) => name !== BASELINE).map((name) => [name, ratio(throughput[name]!.mbPerS.median, base)]));
   const where = client
     ? `one file copied by node B from node A (two shoal processes in two network namespaces, one cluster joined by invite code, no mDNS, across a link shaped by tc ${client.link.qdisc} on both ends) through POST /models/pull, timed from the request to B's recorded finish; ` +
       "the baseline is curl, in B's namespace, of the same file from the local hub server (its own process, in A's namespace)"
     : "one file copied by node B from node A (two shoal processes on loopback, one cluster) through POST /models/pull, timed from the request to B's recorded finish; " +
       'the baseline is curl of the same file from the local hub server (its own process)';
-  printResult({
+  await printTransferResult({
     benchmark: BENCHMARK,
-    quick: options.quick,
-    method: `${where}; ${options.reps} repetitions after one unmeasured round, rotating the order; MB/s = file bytes / wall seconds (1 MB = 10^6 B)`,
-    file: { name: path, bytes: model.bytes, params: model.params, type: model.type },
-    reps: options.reps,
+    options,
+    method: where,
+    model,
+    fileName: path,
+    samples,
     baseline: BASELINE,
-    measurements: Object.keys(MEASUREMENTS),
-    throughput,
-    ratios,
-    targetRatio: `>= ${TARGET_RATIO}`,
-    meetsTarget: ratios.peerCopy !== null && ratios.peerCopy !== undefined && ratios.peerCopy >= TARGET_RATIO,
+    measured: 'peerCopy',
+    targetRatio: TARGET_RATIO,
     link: client?.link ?? null,
-    machine: machineInfo(),
-    versions: await versions(),
   });
 }
 
