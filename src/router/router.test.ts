@@ -421,6 +421,11 @@ describe('router', { timeout: 60_000 }, () => {
     const controlB = b.router.registerTopic({ name: CONTROL, schema: ControlMessage, plane: 'control', maxBytes: 1024 });
     const telemetryB = b.router.registerTopic({ name: TELEMETRY, schema: TelemetryMessage, plane: 'telemetry', maxBytes: 512 });
     await until('mesh', () => subscribersOf(a.router, CONTROL).length === 1 && subscribersOf(a.router, TELEMETRY).length === 1);
+    // Grafted both ways, not only subscribed: a publish before the heartbeat that grafts b can miss it,
+    // which on a loaded CI machine read as a 2 s delay of the control message.
+    // (The implementation has getMeshPeers; @libp2p/gossipsub's exported interface omits it.)
+    const meshOf = (n: Node): string[] => (n.router.libp2p.services.pubsub as unknown as { getMeshPeers(topic: string): string[] }).getMeshPeers(CONTROL);
+    await until('grafted', () => meshOf(a).length === 1 && meshOf(b).length === 1, 10_000);
 
     let telemetryBeforeControl = -1;
     let telemetryCount = 0;
