@@ -1,7 +1,5 @@
+import type { ModelCapability } from '../wire/capability.js';
 import type { RunnerTask, TaskEvent } from '../wire/task.js';
-
-export const MODEL_CAPABILITIES = ['chat', 'completion', 'embeddings', 'tools'] as const;
-export type ModelCapability = (typeof MODEL_CAPABILITIES)[number];
 
 export interface ModelListing {
   id: string;

@@ -10,7 +10,7 @@ import type { NodeControl } from './control/control.js';
 import { controlRoutes, sendControlError } from './control/routes.js';
 import { modelsRoutes } from './control/models-routes.js';
 import { placementRoutes, type PlacementControl } from './control/placement-routes.js';
-import type { ModelsService } from '../node/models-service.js';
+import type { ModelsService } from '../models/service.js';
 import { responsesRoutes } from './openai/responses/routes.js';
 
 export interface Health {

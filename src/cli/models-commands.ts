@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { isShoalError } from '../common/errors.js';
 import { formatBytes, renderProgressLine } from '../models/store/progress.js';
-import type { AddResult, DownloadView, ModelListView, ModelView, RemoveResult, SearchView } from '../node/models-service.js';
+import type { AddResult, DownloadView, ModelListView, ModelView, RemoveResult, SearchView } from '../models/service.js';
 import { connectToNode, type NodeClient } from './client.js';
 import { instancesText } from './instance-commands.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { multiaddr } from '@multiformats/multiaddr';
 import { z } from 'zod';
-import { ClusterId, Fingerprint, NodeId } from '../master/state/ids.js';
+import { ClusterId, Fingerprint, NodeId } from '../common/ids.js';
 
 export { ClusterId, Fingerprint, NodeId };
 

@@ -5,10 +5,10 @@ import { ShoalError } from '../common/errors.js';
 import type { InstanceView } from '../api/control/control.js';
 import type { RunnerReport } from '../master/core/messages.js';
 import { MAX_REPORTED_RUNNERS } from '../master/core/messages.js';
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { InstanceStatus } from '../worker/worker.js';
-import type { ModelsService } from './models-service.js';
+import type { ModelsService } from '../models/service.js';
 
 const REPORT_REASON_MAX_CHARS = 200;
 /** How often a serving node checks on a download it waits for. */

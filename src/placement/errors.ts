@@ -1,7 +1,7 @@
 // Why a model could not be placed, as data: the dry-run route returns it before anything runs, and the
 // master records it. Each code tells the caller something different to do.
 
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import type { MemoryEstimate } from './memory.js';
 
 export const PLACEMENT_ERROR_CODES = [

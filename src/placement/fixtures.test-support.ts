@@ -1,7 +1,7 @@
 // Synthetic facts, cards and nodes for the placement unit tests (not a test file itself). Round
 // numbers in MiB so the expected arithmetic can be worked by hand in the tests' comments.
 
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import { ModelCard, type ModelCardInput } from '../models/cards/card.js';
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 import type { ClusterNode } from './nodes.js';

@@ -1,6 +1,6 @@
 // The cluster as placement sees it, and how a card's backend lists rank its nodes.
 
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import { engineOf, type ModelCard } from '../models/cards/card.js';
 
 export interface ClusterNode {

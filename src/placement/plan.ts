@@ -1,6 +1,6 @@
 // The shapes a plan takes and the helpers the planner's parts share: pure data and arithmetic.
 
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import type { ModelCard } from '../models/cards/card.js';
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 import type { NodeShortfall, PlacementError } from './errors.js';

@@ -6,7 +6,7 @@
 //   chain ends when the cluster runs out of nodes.
 // Both keep the plan's stamped exclusions, so automatic repair never lands on a node the operator excluded.
 
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import { placementError, type PlacementError } from './errors.js';
 import { optionsOf, planPlacement, type Plan, type PlanInput, type PlanResult, type RefusalState } from './planner.js';
 

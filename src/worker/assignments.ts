@@ -1,7 +1,6 @@
 // The worker's next action, pure: what replicated state asks this node to run against what it runs.
 
-import type { InstanceId } from '../common/ids.js';
-import type { NodeId } from '../master/state/ids.js';
+import type { InstanceId, NodeId } from '../common/ids.js';
 import type { InstancePlacement, InstanceState } from '../master/state/instances.js';
 import type { ClusterState } from '../master/state/state.js';
 

@@ -1,6 +1,6 @@
 import { newInstanceId, type InstanceId, type ModelId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
-import type { ModelCapability } from '../api/dispatch.js';
+import type { ModelCapability } from '../wire/capability.js';
 import type { InstanceRole } from '../master/state/instances.js';
 import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import type { GpuChoice } from './runner/protocol.js';

@@ -9,7 +9,7 @@ import { NodeCore } from '../../src/master/core/node-core.js';
 import type { Command, CommandResult } from '../../src/master/state/commands.js';
 import type { MemberInfo } from '../../src/master/state/events.js';
 import { GENESIS_HASH, recordHash, stateHash } from '../../src/master/state/hash.js';
-import { clusterIdFrom, type CommandId, type Fingerprint, type NodeId } from '../../src/master/state/ids.js';
+import { clusterIdFrom, type CommandId, type Fingerprint, type NodeId } from '../../src/common/ids.js';
 import type { LogRecord, Snapshot } from '../../src/master/state/record.js';
 
 // ---------------------------------------------------------------- PRNG

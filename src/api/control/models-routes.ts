@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ShoalError } from '../../common/errors.js';
 import { ModelsError, type ModelsErrorReason } from '../../models/hub/errors.js';
-import { ClusterRemoveError, type ModelsService } from '../../node/models-service.js';
+import { ClusterRemoveError, type ModelsService } from '../../models/service.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import { parseBody } from '../validation.js';
 import { controlStatus } from './errors.js';

@@ -1,5 +1,5 @@
 import type { CommandResult } from '../state/commands.js';
-import type { CommandId, NodeId } from '../state/ids.js';
+import type { CommandId, NodeId } from '../../common/ids.js';
 import type { LogRecord, Snapshot } from '../state/record.js';
 import type { ControlMessage, SyncMessage, TelemetryMessage } from './messages.js';
 

@@ -3,7 +3,7 @@ import { applyRecord } from '../state/apply.js';
 import type { Origin } from '../state/commands.js';
 import type { Event } from '../state/events.js';
 import { GENESIS_HASH, stateHash } from '../state/hash.js';
-import type { CommandId } from '../state/ids.js';
+import type { CommandId } from '../../common/ids.js';
 import { COMMAND_MEMORY_ENTRIES, makeRecord, verifyChain, type CommandEntry, type LogRecord, type Snapshot, type TermRange } from '../state/record.js';
 import { emptyState, type ClusterState } from '../state/state.js';
 import { extendTerms, termAt, truncateTerms, type LogShape } from './term-ranges.js';

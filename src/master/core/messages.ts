@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { CommandResult, Origin } from '../state/commands.js';
-import { InstanceId, ModelId } from '../../common/ids.js';
-import { ClusterId, CommandId, NodeId } from '../state/ids.js';
+import { InstanceId, ModelId, ClusterId, CommandId, NodeId } from '../../common/ids.js';
 import { InstanceRole } from '../state/instances.js';
 import { LogRecord, RecordHash, Snapshot, TermRange } from '../state/record.js';
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Command, CommandResult } from '../state/commands.js';
 import { stateHash } from '../state/hash.js';
-import type { CommandId, NodeId } from '../state/ids.js';
+import type { CommandId, NodeId } from '../../common/ids.js';
 import { makeRecord, type LogRecord, type Snapshot } from '../state/record.js';
 import { CLUSTER_ID, clusterLog, member, nodeId } from '../state/fixtures.test-support.js';
 import type { CoreConfig } from './config.js';

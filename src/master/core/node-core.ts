@@ -5,7 +5,7 @@ import type { Command, CommandResult, Origin } from '../state/commands.js';
 import { decide } from '../state/decide.js';
 import type { Event, MemberInfo } from '../state/events.js';
 import { stateHash } from '../state/hash.js';
-import { commandIdFrom, type CommandId, type NodeId } from '../state/ids.js';
+import { commandIdFrom, type CommandId, type NodeId } from '../../common/ids.js';
 import type { CommandEntry, LogRecord, Snapshot } from '../state/record.js';
 import { memberOf, type ClusterState, type MemberState } from '../state/state.js';
 import { DEFAULT_CORE_CONFIG, type CoreConfig } from './config.js';

@@ -1,6 +1,6 @@
 import { assertNever } from '../../common/errors.js';
 import type { Event } from './events.js';
-import type { NodeId } from './ids.js';
+import type { NodeId } from '../../common/ids.js';
 import type { LogRecord } from './record.js';
 import { MAX_MEMBERS, memberOf, type ClusterState, type MemberState } from './state.js';
 

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { ClusterId, CommandId, NodeId } from './ids.js';
-import { InstanceId } from '../../common/ids.js';
+import { ClusterId, CommandId, NodeId, InstanceId } from '../../common/ids.js';
 import { MemberInfo, REJECTION_MESSAGE_MAX_CHARS, ResultCode } from './events.js';
 import { INSTANCE_TEXT_MAX_CHARS, InstanceEndReason, InstanceSpec } from './instances.js';
 

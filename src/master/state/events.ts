@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { InstanceId } from '../../common/ids.js';
-import { ClusterId, CommandId, Fingerprint, NodeId } from './ids.js';
+import { InstanceId, ClusterId, CommandId, Fingerprint, NodeId } from '../../common/ids.js';
 import { INSTANCE_TEXT_MAX_CHARS, InstanceEndReason, InstanceSpec } from './instances.js';
 
 export const NODE_NAME_MAX_CHARS = 64;

@@ -1,10 +1,9 @@
 // Deterministic members and logs for the state and core unit tests (not a test file itself).
-import type { InstanceId, ModelId } from '../../common/ids.js';
+import type { InstanceId, ModelId, ClusterId, CommandId, Fingerprint, NodeId } from '../../common/ids.js';
 import type { InstanceSpec } from './instances.js';
 import type { Command, Origin } from './commands.js';
 import type { Event, MemberInfo } from './events.js';
 import { GENESIS_HASH } from './hash.js';
-import type { ClusterId, CommandId, Fingerprint, NodeId } from './ids.js';
 import { makeRecord, type LogRecord } from './record.js';
 
 const BASE58 = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';

@@ -2,8 +2,8 @@
 // right now is a reading (telemetry), not a decision, so it is not here.
 
 import { z } from 'zod';
-import { InstanceId, ModelId } from '../../common/ids.js';
-import { NodeId } from './ids.js';
+import { InstanceId, ModelId, NodeId } from '../../common/ids.js';
+import { ModelCapability } from '../../wire/capability.js';
 
 /** Most nodes one instance spans (replicas or split parts). */
 export const MAX_INSTANCE_PLACEMENTS = 64;
@@ -30,8 +30,6 @@ export const InstancePlacement = z.strictObject({
 });
 export type InstancePlacement = z.infer<typeof InstancePlacement>;
 
-export const InstanceCapability = z.enum(['chat', 'completion', 'embeddings', 'tools']);
-
 /** A decided instance: the plan stamped with everything a re-placement needs to honour it. */
 export const InstanceSpec = z.strictObject({
   instanceId: InstanceId,
@@ -41,7 +39,7 @@ export const InstanceSpec = z.strictObject({
   contextTokens: z.number().int().min(1),
   parallel: z.number().int().min(1),
   kvCacheType: z.enum(['f32', 'f16', 'bf16', 'q8_0', 'q4_0']),
-  capabilities: z.array(InstanceCapability).max(4),
+  capabilities: z.array(ModelCapability).max(4),
   exclusions: z.array(NodeId).max(256),
   replicas: z.number().int().min(1),
   minNodes: z.number().int().min(1),

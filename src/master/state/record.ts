@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { Origin } from './commands.js';
 import { Event, REJECTION_MESSAGE_MAX_CHARS, ResultCode } from './events.js';
 import { GENESIS_HASH, recordHash, RECORD_HASH_HEX_CHARS } from './hash.js';
-import { CommandId } from './ids.js';
+import { CommandId } from '../../common/ids.js';
 import { ClusterState } from './state.js';
 
 export const RecordHash = z.string().regex(new RegExp(`^[0-9a-f]{${RECORD_HASH_HEX_CHARS}}$`));

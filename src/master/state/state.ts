@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { ClusterId, NodeId } from './ids.js';
-import { InstanceId } from '../../common/ids.js';
+import { ClusterId, NodeId, InstanceId } from '../../common/ids.js';
 import { MemberInfo, NICKNAME_MAX_CHARS } from './events.js';
 import { InstanceState } from './instances.js';
 

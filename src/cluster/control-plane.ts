@@ -10,7 +10,7 @@ import { NodeCore, type CoreView } from '../master/core/node-core.js';
 import { LogStore } from '../master/log/store.js';
 import type { Command, CommandResult } from '../master/state/commands.js';
 import type { MemberInfo } from '../master/state/events.js';
-import type { ClusterId, CommandId, Fingerprint, NodeId } from '../master/state/ids.js';
+import type { ClusterId, CommandId, Fingerprint, NodeId } from '../common/ids.js';
 import { Snapshot, type LogRecord } from '../master/state/record.js';
 import type { ClusterState } from '../master/state/state.js';
 import { loadOrCreateIdentity, type Identity } from '../membership/identity.js';

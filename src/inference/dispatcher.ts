@@ -1,8 +1,8 @@
 import { ShoalError } from '../common/errors.js';
-import type { InstanceId } from '../common/ids.js';
+import type { InstanceId, NodeId } from '../common/ids.js';
 import type { RunnerTask, TaskEvent } from '../wire/task.js';
-import type { Dispatcher, ModelCapability, ModelListing } from '../api/dispatch.js';
-import type { NodeId } from '../master/state/ids.js';
+import type { Dispatcher, ModelListing } from '../api/dispatch.js';
+import type { ModelCapability } from '../wire/capability.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../master/core/messages.js';
 import type { InstanceStatus, Worker } from '../worker/worker.js';

@@ -3,11 +3,10 @@
 // the master only checks the decision against the roster (decide.ts).
 
 import { ShoalError } from '../common/errors.js';
-import { newInstanceId, type InstanceId } from '../common/ids.js';
+import { newInstanceId, type InstanceId, type NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
-import type { ModelCapability } from '../api/dispatch.js';
+import type { ModelCapability } from '../wire/capability.js';
 import type { Command } from '../master/state/commands.js';
-import type { NodeId } from '../master/state/ids.js';
 import type { InstanceEndReason, InstanceSpec, InstanceState } from '../master/state/instances.js';
 import { MAX_INSTANCE_WARNINGS, INSTANCE_TEXT_MAX_CHARS } from '../master/state/instances.js';
 import type { ClusterState } from '../master/state/state.js';
@@ -16,11 +15,11 @@ import type { ModelCard } from '../models/cards/card.js';
 import { loadCatalog } from '../models/cards/catalog.js';
 import { readGgufFacts, type GgufFacts } from '../models/cards/gguf-facts.js';
 import { modelsDir } from '../common/paths.js';
-import type { PlacementError } from '../placement/errors.js';
-import type { ClusterNode } from '../placement/nodes.js';
-import { planPlacement, type Plan, type PlanOptions, type PlanResult } from '../placement/planner.js';
-import { replanAfterDownloadFailure, replanAfterRefusal } from '../placement/replan.js';
-import { estimateMemory } from '../placement/memory.js';
+import type { PlacementError } from './errors.js';
+import type { ClusterNode } from './nodes.js';
+import { planPlacement, type Plan, type PlanOptions, type PlanResult } from './planner.js';
+import { replanAfterDownloadFailure, replanAfterRefusal } from './replan.js';
+import { estimateMemory } from './memory.js';
 
 /** A placement the planner refused, with its typed reason for the HTTP body and the CLI. */
 export class PlacementFailure extends ShoalError {

@@ -10,11 +10,11 @@ import { generateKeyPair } from '@libp2p/crypto/keys';
 import { pino } from 'pino';
 import { ggufFixture, HubServer } from '../../test/support/hub-server.js';
 import { MAX_TELEMETRY_MESSAGE_BYTES, TelemetryMessage, telemetryTopic, type ArtifactsMessage } from '../master/core/messages.js';
-import type { ClusterId, NodeId } from '../master/state/ids.js';
+import type { ClusterId, NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
 import { createRouter, offerDirect, type FrameChannel, type Router } from '../router/index.js';
 import { CopyFrame, CopyRequest, MODEL_COPY_MAX_MESSAGE_BYTES, MODEL_COPY_PROTOCOL, type PeerModelRecord } from './model-copy.js';
-import { ClusterRemoveError, ModelsService, type DownloadView } from './models-service.js';
+import { ClusterRemoveError, ModelsService, type DownloadView } from './service.js';
 import { PeerModels, type PeerModelsPlane } from './peer-models.js';
 
 // Two nodes in one process over real libp2p routers on loopback: the artifacts report on a real

@@ -4,17 +4,16 @@
 
 import { performance } from 'node:perf_hooks';
 import { ShoalError } from '../common/errors.js';
-import type { InstanceId, ModelId } from '../common/ids.js';
+import type { InstanceId, ModelId, NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
-import type { ModelCapability } from '../api/dispatch.js';
+import type { ModelCapability } from '../wire/capability.js';
 import { engineOf } from '../models/cards/card.js';
-import type { NodeId } from '../master/state/ids.js';
 import type { InstanceState } from '../master/state/instances.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../master/core/messages.js';
-import { assignmentsFor, memoryGuard, nextActions, type Assignment } from '../worker/assignments.js';
-import type { InstanceRunner, Worker } from '../worker/worker.js';
-import type { PlacementService } from './placement-service.js';
+import { assignmentsFor, memoryGuard, nextActions, type Assignment } from './assignments.js';
+import type { InstanceRunner, Worker } from './worker.js';
+import type { PlacementService } from '../placement/service.js';
 
 /** How long a driver waits for its donors to report ready before it gives up on the placement. */
 export const DONOR_READY_TIMEOUT_MS = 120_000;

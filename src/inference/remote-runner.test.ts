@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { ShoalError, type ErrorCode } from '../common/errors.js';
 import { RouterError, createRouter, type Router } from '../router/index.js';
 import type { RunnerTask, TaskEvent } from '../wire/task.js';
-import { INFER_MAX_MESSAGE_BYTES, INFER_PROTOCOL, framesForEvent, vectorsPerFrame } from './infer-protocol.js';
+import { INFER_MAX_MESSAGE_BYTES, INFER_PROTOCOL, framesForEvent, vectorsPerFrame } from './protocol.js';
 import { runRemote, serveInference, type InferenceResolver } from './remote-runner.js';
 
 // Real libp2p routers on 127.0.0.1 with mDNS off; they find each other only by explicit dials.

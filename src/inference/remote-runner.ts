@@ -17,7 +17,7 @@ import {
   ServerFrame,
   framesForEvent,
   type RunFrame as RunFrameType,
-} from './infer-protocol.js';
+} from './protocol.js';
 
 /**
  * Runs a task on an instance of this node for a remote caller. Throwing a ShoalError (synchronously

@@ -1,8 +1,7 @@
 // Which runner serves a request: pure over what the node knows (its own runners, the others' reports).
 // DESIGN.md section 6: ready first, then least in flight; this node's own runner wins a tie (no hop).
 
-import type { InstanceId, ModelId } from '../common/ids.js';
-import type { NodeId } from '../master/state/ids.js';
+import type { InstanceId, ModelId, NodeId } from '../common/ids.js';
 import type { InstanceRole } from '../master/state/instances.js';
 
 export interface RouteCandidate {

@@ -6,9 +6,9 @@
 import { statfs } from 'node:fs/promises';
 import { ShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
-import type { EvictionReport, ModelStore } from '../models/store/store.js';
+import type { EvictionReport, ModelStore } from './store/store.js';
 
 /** Without SHOAL_MODEL_KEEP_BYTES, idle copies may take this share of the size of the store's filesystem. */
 export const DEFAULT_KEEP_FRACTION = 0.5;

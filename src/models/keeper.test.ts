@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { ggufFixture, HubServer } from '../../test/support/hub-server.js';
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
-import { ModelStore } from '../models/store/store.js';
-import { defaultKeepBytes, keepBytesFromEnv, ModelKeeper, modelsPlacedOn, usageChanges } from './model-keeper.js';
+import { ModelStore } from './store/store.js';
+import { defaultKeepBytes, keepBytesFromEnv, ModelKeeper, modelsPlacedOn, usageChanges } from './keeper.js';
 
 const log = pino({ level: 'silent' });
 

@@ -9,11 +9,11 @@ import type { TLSSocket } from 'node:tls';
 import { toShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import type { ArtifactsMessage } from '../master/core/messages.js';
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
-import { ModelsError } from '../models/hub/errors.js';
-import type { HubFile } from '../models/hub/gguf-files.js';
-import { RetryableError, type ByteSource, type PartWriter } from '../models/store/transfer.js';
+import { ModelsError } from './hub/errors.js';
+import type { HubFile } from './hub/gguf-files.js';
+import { RetryableError, type ByteSource, type PartWriter } from './store/transfer.js';
 import { isDirectReply, offerDirect, RouterError, takeDirect, type FrameChannel, type RequestContext, type Router } from '../router/index.js';
 import {
   ARTIFACTS_CHECK_INTERVAL_MS,
@@ -45,7 +45,7 @@ import {
   type HeardArtifacts,
   type PeerModelRecord,
 } from './model-copy.js';
-import type { ModelPeers, ModelsService, NodeRemoval, PeerCopy, PeerHolder } from './models-service.js';
+import type { ModelPeers, ModelsService, NodeRemoval, PeerCopy, PeerHolder } from './service.js';
 
 /** What peer-models needs of the control plane (ControlPlane implements it). */
 export interface PeerModelsPlane {

@@ -6,7 +6,7 @@ import { cpus, freemem, loadavg, totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../common/log.js';
 import { MAX_REPORTED_PEERS, MAX_REPORTED_RUNNERS, type ResourcesMessage, type RunnerReport, type RunnersMessage } from '../master/core/messages.js';
-import type { NodeId } from '../master/state/ids.js';
+import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { ClusterNode } from '../placement/nodes.js';
 

@@ -3,8 +3,8 @@
 import type { InstanceId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import { findEngine } from '../doctor/engines.js';
-import { LlamaServerRunner } from '../worker/engines/llama-server.js';
-import { RpcDonor } from '../worker/engines/rpc-donor.js';
+import { LlamaServerRunner } from './engines/llama-server.js';
+import { RpcDonor } from './engines/rpc-donor.js';
 import type { DriverSpec, EngineFactory } from './instance-host.js';
 
 export interface NodeEngines extends EngineFactory {
