@@ -2,7 +2,7 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import type { DownloadView } from '../src/models/service.js';
+import type { DownloadView } from '../src/models/views.js';
 import { eventually } from '../test/support/cli.js';
 import { lanCli, lanStatus, startLanNode, type LanNode } from '../test/support/lan-node.js';
 import { killGroup, waitForExit } from '../test/support/netns.js';

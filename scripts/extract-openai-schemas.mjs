@@ -6,6 +6,9 @@
 // Usage: node scripts/extract-openai-schemas.mjs [path-to-spec]
 //   path-to-spec: relative to the working directory; default ../shared/specs/openai-openapi.yaml relative
 //   to the repository root (where CI has it; clones without it just keep the committed fixture).
+//   The spec is OpenAI's own, not part of this repository: the `openapi.yaml` OpenAI publishes at
+//   https://github.com/openai/openai-openapi (MIT). The committed fixture was extracted from a copy whose
+//   `info.version` is 2.3.0; download that file and pass its path to refresh the fixture.
 //
 // What it does to the schemas, and nothing more:
 //   - keeps the named roots and every component schema they reference, transitively; `$ref`s stay in

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Runs node's built-in test runner over the compiled tests. Node 20's `--test` takes no globs, so the
-// files are found here. Usage: node scripts/run-tests.mjs [unit|integration|browser|all] (default all).
+// files are found here. Usage: node scripts/run-tests.mjs [unit|sim|integration|multihost|browser|all]
+// (default all).
 // dist/dashboard holds the tests of the dashboard's pure helpers (dashboard/src/lib, built by the root tsc).
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,12 +10,14 @@ import { spawnSync } from 'node:child_process';
 const tier = process.argv[2] ?? 'all';
 const roots = {
   unit: ['dist/src', 'dist/bench', 'dist/dashboard'],
+  sim: ['dist/test/simulation'],
   integration: ['dist/test/integration'],
+  multihost: ['dist/test/multihost'],
   browser: ['dist/test/browser'],
   all: ['dist/src', 'dist/bench', 'dist/dashboard', 'dist/test'],
 }[tier];
 if (!roots) {
-  console.error(`unknown test tier "${tier}": use unit, integration, browser or all`);
+  console.error(`unknown test tier "${tier}": use unit, sim, integration, multihost, browser or all`);
   process.exit(2);
 }
 

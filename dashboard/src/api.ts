@@ -1,7 +1,8 @@
 // Every request the page makes goes through here: relative URLs (the node the page came from, nothing
 // else), the admin token when one is stored, and errors turned into ApiError with the node's message.
 
-import { errorMessage } from './lib/chat.js';
+import { errorMessage } from '../../src/common/errors.js';
+import { responseErrorMessage } from './lib/chat.js';
 import { SseParser, type SseEvent } from './lib/sse.js';
 import type { PlacementErrorView } from './lib/types.js';
 
@@ -80,7 +81,7 @@ export class ApiError extends Error {
 
 /** Turns a failed fetch (no answer at all) into words. */
 function networkError(error: unknown): ApiError {
-  const detail = error instanceof Error ? error.message : String(error);
+  const detail = errorMessage(error);
   return new ApiError(0, `the node did not answer (${detail}): is it still running?`, null, null, null);
 }
 
@@ -112,7 +113,7 @@ async function toApiError(res: Response): Promise<ApiError> {
   const error = (body as { error?: { code?: unknown; reason?: unknown; placement?: unknown } } | null)?.error;
   return new ApiError(
     res.status,
-    errorMessage(res.status, body),
+    responseErrorMessage(res.status, body),
     typeof error?.code === 'string' ? error.code : null,
     typeof error?.reason === 'string' ? error.reason : null,
     typeof error?.placement === 'object' && error.placement !== null ? (error.placement as PlacementErrorView) : null,
@@ -234,7 +235,7 @@ export function openStream(path: string | (() => string), handlers: { onEvent: (
       detail = 'the node closed the stream';
     } catch (error) {
       if (controller.signal.aborted) return;
-      detail = error instanceof Error ? error.message : String(error);
+      detail = errorMessage(error);
     }
     if (controller.signal.aborted) return;
     status('retrying', detail);

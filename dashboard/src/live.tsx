@@ -4,6 +4,7 @@
 // at once instead of at the next push.
 
 import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
+import { errorMessage } from '../../src/common/errors.js';
 import { api, ApiError, onAuthRequired, openStream, type StreamStatus } from './api.js';
 import type { MetricsSample } from './lib/series.js';
 import type { StateView } from './lib/types.js';
@@ -72,7 +73,7 @@ export function LiveProvider({ children }: { children: ReactNode }): ReactNode {
         setState(await api<StateView>('GET', 'state'));
         setError(null);
       } catch (e) {
-        if (!(e instanceof ApiError && e.status === 401)) setError(e instanceof Error ? e.message : String(e));
+        if (!(e instanceof ApiError && e.status === 401)) setError(errorMessage(e));
       } finally {
         refreshing.current = null;
       }

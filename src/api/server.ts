@@ -3,14 +3,16 @@ import { ShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { ApiKeys } from './auth.js';
 import type { Dispatcher } from './dispatch.js';
+import type { FamilyOptions } from './family.js';
 import { anthropicRoutes, sendAnthropicError } from './anthropic/routes.js';
 import { ollamaRoutes, sendOllamaError } from './ollama/routes.js';
 import { openAIRoutes, sendOpenAIError } from './openai/routes.js';
 import type { NodeControl } from './control/control.js';
 import { controlRoutes, sendControlError } from './control/routes.js';
 import { modelsRoutes } from './control/models-routes.js';
-import { placementRoutes, type PlacementControl } from './control/placement-routes.js';
-import type { ModelsService } from '../models/service.js';
+import type { ModelsControl } from './control/models-port.js';
+import type { PlacementControl } from './control/placement-port.js';
+import { placementRoutes } from './control/placement-routes.js';
 import { responsesRoutes } from './openai/responses/routes.js';
 
 export interface Health {
@@ -32,7 +34,7 @@ export interface ServerOptions {
   control: NodeControl;
   adminToken: string;
   /** Models on disk (hub search, cards, downloads, storage), behind the same admin token. */
-  models?: ModelsService;
+  models?: ModelsControl;
   /** Placing and ending model instances, behind the same admin token. */
   placement?: PlacementControl;
 }
@@ -44,12 +46,6 @@ const CONTROL_PREFIXES = ['/state', '/cluster/', '/models', '/store/', '/place_i
 export const MAX_DRAINED_BODY_BYTES = 64 * 1024 * 1024;
 /** How long an oversized upload may take to drain before the 413 goes out anyway. */
 const DRAIN_TIMEOUT_MS = 10_000;
-
-/** What every API family plugin receives. */
-export interface FamilyOptions {
-  dispatcher: Dispatcher;
-  apiKeys: ApiKeys;
-}
 
 /** An API family's way to answer an error in its own shape, used for routes no plugin owns. */
 export type ErrorSender = (reply: FastifyReply, error: ShoalError, status?: number) => FastifyReply;

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { isShoalError } from '../common/errors.js';
+import { errorMessage } from '../common/errors.js';
+import { formatBytes } from '../common/format-bytes.js';
 import type { InstanceView, StatusView } from '../api/control/control.js';
 import type { Plan } from '../placement/planner.js';
 import { connectToNode } from './client.js';
@@ -9,15 +10,11 @@ import { connectToNode } from './client.js';
 const LAUNCH_USAGE = 'shoal models launch <model> [--replicas N] [--min-nodes N] [--context-size N] [--exclude <node>]... [--dry-run] [--json]';
 const STOP_USAGE = 'shoal models stop <instance> [--json]';
 
-function mib(bytes: number): string {
-  return bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
-}
-
 export function formatPlan(plan: Plan, names: (nodeId: string) => string): string {
   const lines = [`${plan.modelId}: ${plan.shape}, ${plan.contextTokens} tokens × ${plan.parallel} sequences, ~${plan.predictedDecodeTokPerS.toFixed(1)} tok/s predicted`];
   for (const p of plan.placements) {
     const share = p.role === 'full' ? 'whole model' : `${p.layerShare.layerCount} layers (${(p.layerShare.fraction * 100).toFixed(0)}%)${p.tensorSplit !== undefined ? `, split weight ${p.tensorSplit}` : ''}`;
-    lines.push(`  ${names(p.nodeId)}  ${p.role.padEnd(6)} ${p.backend.padEnd(18)} ${share}, needs ${mib(p.estimate.totalBytes)} of ${mib(p.freeBytes)} free`);
+    lines.push(`  ${names(p.nodeId)}  ${p.role.padEnd(6)} ${p.backend.padEnd(18)} ${share}, needs ${formatBytes(p.estimate.totalBytes)} of ${formatBytes(p.freeBytes)} free`);
   }
   for (const warning of plan.warnings) lines.push(`  warning: ${warning}`);
   return lines.join('\n');
@@ -100,7 +97,7 @@ export async function launchCommand(argv: string[]): Promise<number> {
     console.log(values.json ? JSON.stringify({ instance }, null, 2) : `Placed ${instance.modelId} as ${instance.instanceId} (${instance.shape}). Follow it with \`shoal models ls\`.`);
     return 0;
   } catch (error) {
-    console.error(isShoalError(error) || error instanceof Error ? error.message : String(error));
+    console.error(errorMessage(error));
     return 1;
   }
 }
@@ -127,7 +124,7 @@ export async function stopCommand(argv: string[]): Promise<number> {
     console.log(parsed.values.json ? JSON.stringify(result, null, 2) : `Stopped ${result.deleted}.`);
     return 0;
   } catch (error) {
-    console.error(error instanceof Error ? error.message : String(error));
+    console.error(errorMessage(error));
     return 1;
   }
 }

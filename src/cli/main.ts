@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import '../polyfill.js';
+import { errorMessage } from '../common/errors.js';
 
 const USAGE = `Usage: shoal <command> [options]
 
@@ -67,7 +68,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    console.error(error instanceof Error ? error.message : String(error));
+    console.error(errorMessage(error));
     process.exitCode = 1;
   },
 );

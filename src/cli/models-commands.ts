@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
 import { isShoalError } from '../common/errors.js';
-import { formatBytes, renderProgressLine } from '../models/store/progress.js';
-import type { AddResult, DownloadView, ModelListView, ModelView, RemoveResult, SearchView } from '../models/service.js';
+import { formatBytes } from '../common/format-bytes.js';
+import { renderProgressLine } from '../models/store/progress.js';
+import type { AddResult, DownloadView, ModelListView, ModelView, RemoveResult, SearchView } from '../models/views.js';
 import { connectToNode, type NodeClient } from './client.js';
 import { instancesText } from './instance-commands.js';
 

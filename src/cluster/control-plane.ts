@@ -1,30 +1,28 @@
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ShoalError, toShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import type { NodeControl, StatusView } from '../api/control/control.js';
-import { MAX_MESSAGE_BYTES, SYNC_PROTOCOL, ControlMessage, SyncMessage, TelemetryMessage, type ArtifactsMessage, type CoreMessage, type ResourcesMessage, type RunnersMessage } from '../master/core/messages.js';
+import { MAX_MESSAGE_BYTES, SYNC_PROTOCOL, ControlMessage, SyncMessage, TelemetryMessage, controlTopic, telemetryTopic, type CoreMessage } from '../master/core/messages.js';
+import type { ArtifactsMessage, ResourcesMessage, RunnersMessage } from '../wire/telemetry.js';
 import type { Effect } from '../master/core/effects.js';
 import { NodeCore, type CoreView } from '../master/core/node-core.js';
 import { LogStore } from '../master/log/store.js';
 import type { Command, CommandResult } from '../master/state/commands.js';
 import type { MemberInfo } from '../master/state/events.js';
-import type { ClusterId, CommandId, Fingerprint, NodeId } from '../common/ids.js';
+import type { ClusterId, CommandId, NodeId } from '../common/ids.js';
 import { Snapshot, type LogRecord } from '../master/state/record.js';
 import type { ClusterState } from '../master/state/state.js';
 import { loadOrCreateIdentity, type Identity } from '../membership/identity.js';
-import { buildInviteAccept, buildJoinRequest, describeRefusal, InvitationBook } from '../membership/invitations.js';
-import { decodeJoinCode, encodeJoinCode, joinCodeFor } from '../membership/join-code.js';
-import { INVITE_PROTOCOL, InviteMessage, type InviteResult } from '../membership/messages.js';
-import { PendingInvitations } from '../membership/pending.js';
+import { liveMembers, MembershipService } from '../membership/service.js';
 import { TrustedClusters } from '../membership/trusted.js';
-import { createRouter, type PeerHello, type Router, type Topic } from '../router/index.js';
+import { createRouter, type Router, type Topic } from '../router/index.js';
 
 /**
- * The thin shell around the pure cluster core: it owns the clock, the log on disk, the libp2p router
- * and the membership books, feeds the core what happens and carries out the effects it returns, in
- * order, durable ones first (see src/master/core/effects.ts).
+ * The thin shell around the pure cluster core: it owns the clock, the log on disk and the libp2p
+ * router, feeds the core what happens and carries out the effects it returns, in order, durable ones
+ * first (see src/master/core/effects.ts). The membership conversations (invitations, join codes, the
+ * roster commands) are src/membership/service.ts, which the plane owns and submits for.
  */
 
 export interface ControlPlaneOptions {
@@ -43,31 +41,17 @@ export interface ControlPlaneOptions {
 const TICK_INTERVAL_MS = 100;
 /** How long a membership command waits for the master's answer. */
 const COMMAND_TIMEOUT_MS = 15_000;
-/** How long an approved node waits for the cluster's snapshot before it reports failure. */
-const JOIN_TIMEOUT_MS = 30_000;
-/** A non-member unseen this long drops off "nodes on this network". */
-const DISCOVERED_TTL_MS = 10_000;
-const INVITE_REQUEST_TIMEOUT_MS = 10_000;
 /**
  * A member that leaves or is removed stays admitted this long, so the record saying so reaches it
  * before its connections close; cut off at once, it could miss it and carry on alone.
  */
 const DEPARTED_GRACE_MS = 5_000;
 
-interface Discovered {
-  hello: PeerHello;
-  lastSeenMs: number;
-}
-
 export class ControlPlane implements NodeControl, AsyncDisposable {
   private core: NodeCore;
   private effects: Promise<void> = Promise.resolve();
   private readonly waiters = new Map<CommandId, (result: CommandResult) => void>();
-  private readonly discovered = new Map<string, Discovered>();
-  private readonly book = new InvitationBook();
-  private readonly pending: PendingInvitations;
-  /** The cluster this node approved joining, and who invited it: they may reach it before the snapshot arrives. */
-  private joining: { clusterId: ClusterId; inviter: NodeId } | null = null;
+  private readonly membership: MembershipService;
   private topics: { clusterId: ClusterId; control: Topic<typeof ControlMessage>; telemetry: Topic<typeof TelemetryMessage> } | null = null;
   private ticker: NodeJS.Timeout | null = null;
   private readonly stateListeners = new Set<() => void>();
@@ -82,11 +66,11 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     private readonly identity: Identity,
     private readonly store: LogStore<LogRecord, ClusterState>,
     private readonly router: Router,
-    private readonly trusted: TrustedClusters,
+    trusted: TrustedClusters,
     core: NodeCore,
   ) {
     this.core = core;
-    this.pending = new PendingInvitations({ selfNodeId: identity.nodeId });
+    this.membership = new MembershipService({ plane: this, router, identity, name: options.name, trusted, log: options.log });
   }
 
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
@@ -150,14 +134,26 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     return () => this.artifactsListeners.delete(listener);
   }
 
-  /** Submits a command to the master and waits for its outcome (typed errors as the membership commands). */
-  submit(command: Command): Promise<{ idx: number }> {
-    return this.command(command);
+  /** Submits a command to the master (through the core) and waits for its outcome, failures as ShoalErrors. */
+  async submit(command: Command): Promise<{ idx: number }> {
+    const { promise, resolve } = Promise.withResolvers<CommandResult>();
+    const timer = setTimeout(() => resolve({ ok: false, code: 'TIMEOUT', message: `no answer from the master within ${COMMAND_TIMEOUT_MS / 1000} s; it may still take effect` }), COMMAND_TIMEOUT_MS);
+    this.feed(() => {
+      const { commandId, effects } = this.core.submit(command);
+      this.waiters.set(commandId, (result) => {
+        clearTimeout(timer);
+        resolve(result);
+      });
+      return effects;
+    });
+    const result = await promise;
+    if (!result.ok) throw new ShoalError(commandErrorCode(result.code), result.message);
+    return { idx: result.idx };
   }
 
   /** Founds a cluster of one if this node has none yet (placing an instance needs a log to record it). */
   ensureClusterExists(): Promise<ClusterId> {
-    return this.ensureCluster();
+    return this.membership.ensureCluster();
   }
 
   view(): CoreView {
@@ -179,8 +175,7 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       if (performance.now() < graceUntil) return true;
       this.departed.delete(nodeId);
     }
-    // The inviter's hello may predate the cluster (it founds one when it first invites), so it is named.
-    return this.joining !== null && (nodeId === this.joining.inviter || this.router.helloOf(nodeId)?.clusterId === this.joining.clusterId);
+    return this.membership.admitsWhileJoining(nodeId);
   }
 
   private async wire(): Promise<void> {
@@ -190,19 +185,9 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       this.feed(() => this.core.receive(from as NodeId, message as CoreMessage));
       return { ok: true };
     }, { schema: SyncMessage, maxMessageBytes: MAX_MESSAGE_BYTES.sync });
-    await router.handle(INVITE_PROTOCOL, (message, { from }) => this.onInvite(message as InviteMessage, from as NodeId), {
-      schema: InviteMessage,
-      maxMessageBytes: 8192,
-    });
-    router.onHello((hello) => {
-      if (hello.nodeId === this.identity.nodeId) return;
-      this.discovered.set(hello.nodeId, { hello, lastSeenMs: performance.now() });
-    });
+    await this.membership.wire();
     router.onPeerUp((nodeId) => this.feed(() => this.core.peerUp(nodeId as NodeId)));
-    router.onPeerDown((nodeId) => {
-      this.discovered.delete(nodeId);
-      this.feed(() => this.core.peerDown(nodeId as NodeId));
-    });
+    router.onPeerDown((nodeId) => this.feed(() => this.core.peerDown(nodeId as NodeId)));
     this.syncClusterWiring();
     this.ticker = setInterval(() => this.feed(() => this.core.tick()), TICK_INTERVAL_MS);
   }
@@ -304,9 +289,9 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       this.topics = null;
     }
     if (clusterId === null) return;
-    if (this.joining?.clusterId === clusterId) this.joining = null;
-    const control = this.router.registerTopic({ name: `shoal/${clusterId}/control/v1`, schema: ControlMessage, plane: 'control', maxBytes: MAX_MESSAGE_BYTES.control });
-    const telemetry = this.router.registerTopic({ name: `shoal/${clusterId}/telemetry/v1`, schema: TelemetryMessage, plane: 'telemetry', maxBytes: MAX_MESSAGE_BYTES.telemetry });
+    this.membership.clusterReached(clusterId);
+    const control = this.router.registerTopic({ name: controlTopic(clusterId), schema: ControlMessage, plane: 'control', maxBytes: MAX_MESSAGE_BYTES.control });
+    const telemetry = this.router.registerTopic({ name: telemetryTopic(clusterId), schema: TelemetryMessage, plane: 'telemetry', maxBytes: MAX_MESSAGE_BYTES.telemetry });
     control.subscribe((message, meta) => this.feed(() => this.core.receive(meta.from as NodeId, message as CoreMessage)));
     telemetry.subscribe((message, meta) => {
       const typed = message as TelemetryMessage;
@@ -320,110 +305,11 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     this.topics = { clusterId, control, telemetry };
   }
 
-  /** Submits a command to the master (through the core) and waits for its outcome. */
-  private async command(command: Command): Promise<{ idx: number }> {
-    const { promise, resolve } = Promise.withResolvers<CommandResult>();
-    const timer = setTimeout(() => resolve({ ok: false, code: 'TIMEOUT', message: `no answer from the master within ${COMMAND_TIMEOUT_MS / 1000} s; it may still take effect` }), COMMAND_TIMEOUT_MS);
-    this.feed(() => {
-      const { commandId, effects } = this.core.submit(command);
-      this.waiters.set(commandId, (result) => {
-        clearTimeout(timer);
-        resolve(result);
-      });
-      return effects;
-    });
-    const result = await promise;
-    if (!result.ok) throw new ShoalError(commandErrorCode(result.code), result.message);
-    return { idx: result.idx };
-  }
-
-  private async ensureCluster(): Promise<ClusterId> {
-    let state = this.core.view().state;
-    if (state.clusterId !== null && !state.dissolved) return state.clusterId;
-    // A dissolving master lingers until the others have the news; a new cluster waits for that.
-    const deadline = performance.now() + JOIN_TIMEOUT_MS;
-    while (state.clusterId !== null && performance.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-      state = this.core.view().state;
-    }
-    if (state.clusterId !== null) throw new ShoalError('BAD_REQUEST', 'the previous cluster is still winding down: try again in a few seconds');
-    const clusterId = randomBytes(16).toString('hex') as ClusterId;
-    await this.command({ type: 'FoundCluster', clusterId, founder: selfInfo(this.identity, this.options.name, this.router) });
-    this.options.log.info({ clusterId }, 'founded a cluster');
-    return clusterId;
-  }
-
-  private inviterInfo(): { nodeId: NodeId; name: string; fingerprint: Fingerprint } {
-    return { nodeId: this.nodeId, name: this.options.name, fingerprint: this.identity.fingerprint as Fingerprint };
-  }
-
-  private async onInvite(message: InviteMessage, from: NodeId): Promise<InviteResult> {
-    const state = this.core.view().state;
-    const refused = (code: InviteResult['code'], text: string): InviteResult => ({ type: 'invite-result', ok: false, clusterId: state.clusterId ?? ('0'.repeat(32) as ClusterId), code, message: text }) as InviteResult;
-    switch (message.type) {
-      case 'invite-offer': {
-        const outcome = this.pending.receive(message, from);
-        if (!outcome.ok) return refused('identity-mismatch', 'this invitation is not for this node');
-        this.options.log.info({ from, fingerprint: outcome.pending.fingerprint }, `invitation from ${outcome.pending.fromName}: approve with 'shoal approve' after comparing fingerprints`);
-        // A cluster this node approved before, offered by a key it knows, is joined without asking again.
-        if (this.trusted.isTrusted(message.clusterId, outcome.pending.fingerprint)) {
-          setImmediate(() => void this.approve(message.id).catch((error: unknown) => this.options.log.warn({ err: error }, 'automatic approval failed')));
-        }
-        return { type: 'invite-result', ok: true, clusterId: message.clusterId } as InviteResult;
-      }
-      case 'invite-accept':
-      case 'join-request': {
-        const verdict = message.type === 'invite-accept' ? this.book.accept(message, from) : this.book.redeem(message, from);
-        if (!verdict.ok) return refused(verdict.refusal, describeRefusal(verdict.refusal));
-        try {
-          await this.command({ type: 'AdmitMember', member: { ...message.member, addrs: message.member.addrs.slice(0, 16) } as MemberInfo });
-        } catch (error) {
-          return refused('admission-failed', toShoalError(error).message);
-        }
-        this.options.log.info({ nodeId: from, name: message.member.name }, 'admitted a member');
-        return { type: 'invite-result', ok: true, clusterId: verdict.invitation.clusterId } as InviteResult;
-      }
-      case 'invite-decline':
-        this.book.decline(message.id, from);
-        return { type: 'invite-result', ok: true, clusterId: state.clusterId ?? ('0'.repeat(32) as ClusterId) } as InviteResult;
-      case 'invite-result':
-        return refused('unknown-invitation', 'a result is an answer, not a request');
-    }
-  }
-
-  private memberClaim(): { nodeId: NodeId; name: string; fingerprint: Fingerprint; addrs: string[] } {
-    return { nodeId: this.nodeId, name: this.options.name, fingerprint: this.identity.fingerprint as Fingerprint, addrs: this.router.addrs().slice(0, 16) };
-  }
-
-  /** Waits until the approved cluster's snapshot made this node a member. */
-  private async awaitMembership(clusterId: ClusterId): Promise<void> {
-    const deadline = performance.now() + JOIN_TIMEOUT_MS;
-    while (performance.now() < deadline) {
-      const state = this.core.view().state;
-      if (state.clusterId === clusterId && state.members[this.nodeId] !== undefined) return;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new ShoalError('NOT_FOUND', `the cluster accepted this node but its state did not arrive within ${JOIN_TIMEOUT_MS / 1000} s: check that the members can reach this machine on its p2p port`);
-  }
-
-  private resolveMember(target: string): MemberInfo {
-    const state = this.core.view().state;
-    const members = Object.values(state.members);
-    const exact = members.find((m) => m.nodeId === target);
-    if (exact) return exact;
-    const byName = members.filter((m) => m.name === target || m.nickname === target);
-    if (byName.length === 1) return byName[0]!;
-    if (byName.length > 1) throw new ShoalError('BAD_REQUEST', `'${target}' names ${byName.length} members: use the node id (${byName.map((m) => m.nodeId).join(', ')})`);
-    throw new ShoalError('NOT_FOUND', `no member is called '${target}': 'shoal status' lists the members`);
-  }
-
   // ---- NodeControl ----
 
   status(): StatusView {
     const view = this.core.view();
     const state = view.state;
-    const now = performance.now();
-    for (const [id, d] of this.discovered) if (now - d.lastSeenMs > DISCOVERED_TTL_MS && !this.router.isConnected(id)) this.discovered.delete(id);
     const members = Object.values(liveMembers(state)).map((m) => {
       const health = m.nodeId === this.identity.nodeId ? { level: 'ok' as const, reasons: [] } : (view.health[m.nodeId] ?? { level: 'ok' as const, reasons: [] });
       return {
@@ -451,17 +337,8 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       lastIdx: view.lastIdx,
       stateHash: view.stateHash,
       members,
-      discovered: [...this.discovered.values()]
-        .filter((d) => liveMembers(state)[d.hello.nodeId as NodeId] === undefined)
-        .map((d) => ({ nodeId: d.hello.nodeId, name: d.hello.name, fingerprint: d.hello.fingerprint, addrs: d.hello.addrs })),
-      invitations: this.pending.list().map((p) => ({
-        id: p.id,
-        fromNodeId: p.fromNodeId,
-        fromName: p.fromName,
-        fingerprint: p.fingerprint,
-        clusterId: p.clusterId,
-        expiresAt: new Date(p.expiresAtMs).toISOString(),
-      })),
+      discovered: this.membership.discoveredView(state),
+      invitations: this.membership.invitationsView(),
       health: storeHealth.level === 'ok' ? { level: 'ok', reasons: [] } : { level: 'degraded', reasons: [{ text: storeHealth.reason, remediation: storeHealth.remediation }] },
       models: [],
       instances: [],
@@ -471,93 +348,44 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     };
   }
 
-  async invite(target: string): Promise<{ invitationId: string; nodeId: string }> {
-    const candidates = [...this.discovered.values()].filter((d) => d.hello.nodeId === target || d.hello.name === target);
-    if (candidates.length === 0) throw new ShoalError('NOT_FOUND', `no node called '${target}' is on this network: 'shoal status' lists the nodes this one sees; use 'shoal invite --code' for a node it cannot see`);
-    if (candidates.length > 1) throw new ShoalError('BAD_REQUEST', `'${target}' names ${candidates.length} nodes: invite by node id`);
-    const invitee = candidates[0]!.hello;
-    if (liveMembers(this.core.view().state)[invitee.nodeId as NodeId]) throw new ShoalError('BAD_REQUEST', `${invitee.name} is already a member`);
-    const clusterId = await this.ensureCluster();
-    const invitation = this.book.create({ clusterId, inviter: this.inviterInfo(), inviteeNodeId: invitee.nodeId as NodeId });
-    const result = await this.router.request<InviteResult>(invitee.nodeId, INVITE_PROTOCOL, this.book.offerFor(invitation), { timeoutMs: INVITE_REQUEST_TIMEOUT_MS, schema: InviteMessage as never });
-    if (!result.ok) throw new ShoalError('BAD_REQUEST', `${invitee.name} refused the invitation: ${result.message ?? result.code}`);
-    return { invitationId: invitation.id, nodeId: invitee.nodeId };
+  invite(target: string): Promise<{ invitationId: string; nodeId: string }> {
+    return this.membership.invite(target);
   }
 
-  async inviteCode(): Promise<{ code: string; expiresAt: string }> {
-    const clusterId = await this.ensureCluster();
-    const invitation = this.book.createForJoinCode({ clusterId, inviter: this.inviterInfo() });
-    const addrs = this.router.addrs().filter((a) => !a.includes('/127.0.0.1/') || this.router.addrs().every((b) => b.includes('/127.0.0.1/')));
-    return { code: encodeJoinCode(joinCodeFor(invitation, addrs.map((a) => `${a}/p2p/${this.nodeId}`))), expiresAt: new Date(invitation.expiresAtMs).toISOString() };
+  inviteCode(): Promise<{ code: string; expiresAt: string }> {
+    return this.membership.inviteCode();
   }
 
-  async join(text: string): Promise<{ clusterId: string }> {
-    const code = decodeJoinCode(text);
-    if (this.core.view().state.clusterId !== null && !this.core.view().state.dissolved) {
-      throw new ShoalError('BAD_REQUEST', "this node is already in a cluster: run 'shoal leave' first");
-    }
-    let reached = false;
-    for (const addr of code.addrs) {
-      try {
-        await this.router.dial(addr);
-        reached = true;
-        break;
-      } catch (error) {
-        this.options.log.debug({ err: error, addr }, 'join: address unreachable');
-      }
-    }
-    if (!reached) throw new ShoalError('NOT_FOUND', `none of the inviter's addresses answered (${code.addrs.join(', ')}): check the network between the two machines`);
-    this.joining = { clusterId: code.clusterId, inviter: code.inviter.nodeId as NodeId };
-    const result = await this.router.request<InviteResult>(code.inviter.nodeId, INVITE_PROTOCOL, buildJoinRequest(code, this.memberClaim()), { timeoutMs: INVITE_REQUEST_TIMEOUT_MS });
-    if (!result.ok) {
-      this.joining = null;
-      throw new ShoalError('BAD_REQUEST', `the cluster refused the join code: ${result.message ?? result.code}`);
-    }
-    await this.trusted.remember(code.clusterId, [code.inviter.fingerprint]);
-    await this.awaitMembership(code.clusterId);
-    return { clusterId: code.clusterId };
+  join(code: string): Promise<{ clusterId: string }> {
+    return this.membership.join(code);
   }
 
-  async approve(selector: string | null): Promise<{ clusterId: string }> {
-    const invitation = this.pending.approve(selector ?? undefined);
-    this.joining = { clusterId: invitation.clusterId, inviter: invitation.fromNodeId as NodeId };
-    const result = await this.router.request<InviteResult>(invitation.fromNodeId, INVITE_PROTOCOL, buildInviteAccept(invitation.offer, this.memberClaim()), { timeoutMs: INVITE_REQUEST_TIMEOUT_MS });
-    if (!result.ok) {
-      this.joining = null;
-      throw new ShoalError('BAD_REQUEST', `${invitation.fromName} did not admit this node: ${result.message ?? result.code}`);
-    }
-    await this.trusted.remember(invitation.clusterId, [invitation.fingerprint]);
-    await this.awaitMembership(invitation.clusterId);
-    return { clusterId: invitation.clusterId };
+  approve(selector: string | null): Promise<{ clusterId: string }> {
+    return this.membership.approve(selector);
   }
 
-  async decline(selector: string | null): Promise<void> {
-    const invitation = this.pending.decline(selector ?? undefined);
-    await this.router
-      .request(invitation.fromNodeId, INVITE_PROTOCOL, { type: 'invite-decline', id: invitation.id }, { timeoutMs: INVITE_REQUEST_TIMEOUT_MS })
-      .catch((error: unknown) => this.options.log.debug({ err: error }, 'could not tell the inviter about the decline'));
+  decline(selector: string | null): Promise<void> {
+    return this.membership.decline(selector);
   }
 
-  async remove(target: string): Promise<void> {
-    const member = this.resolveMember(target);
-    if (member.nodeId === this.nodeId) throw new ShoalError('BAD_REQUEST', "to take this node out, use 'shoal leave'");
-    await this.command({ type: 'RemoveMember', nodeId: member.nodeId });
+  remove(target: string): Promise<void> {
+    return this.membership.remove(target);
   }
 
-  async leave(): Promise<void> {
-    await this.command({ type: 'LeaveCluster', nodeId: this.nodeId });
+  leave(): Promise<void> {
+    return this.membership.leave();
   }
 
-  async dissolve(): Promise<void> {
-    await this.command({ type: 'DissolveCluster' });
+  dissolve(): Promise<void> {
+    return this.membership.dissolve();
   }
 
-  async nickname(target: string, nickname: string | null): Promise<void> {
-    await this.command({ type: 'SetNickname', nodeId: this.resolveMember(target).nodeId, nickname });
+  nickname(target: string, nickname: string | null): Promise<void> {
+    return this.membership.nickname(target, nickname);
   }
 
-  async makeHost(target: string): Promise<void> {
-    await this.command({ type: 'SetHostPreference', nodeId: this.resolveMember(target).nodeId, preferred: true });
+  makeHost(target: string): Promise<void> {
+    return this.membership.makeHost(target);
   }
 
   async stop(): Promise<void> {
@@ -572,11 +400,6 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
-}
-
-/** The roster of a cluster that still exists; a dissolved cluster's last roster admits nobody. */
-function liveMembers(state: ClusterState): ClusterState['members'] {
-  return state.dissolved ? {} : state.members;
 }
 
 function selfInfo(identity: Identity, name: string, router: Router): MemberInfo {

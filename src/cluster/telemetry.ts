@@ -5,12 +5,12 @@ import { readFile, statfs } from 'node:fs/promises';
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../common/log.js';
-import { MAX_REPORTED_PEERS, MAX_REPORTED_RUNNERS, type ResourcesMessage, type RunnerReport, type RunnersMessage } from '../master/core/messages.js';
+import { MAX_REPORTED_PEERS, MAX_REPORTED_RUNNERS, type ResourcesMessage, type RunnerReport, type RunnersMessage } from '../wire/telemetry.js';
 import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { ClusterNode } from '../placement/nodes.js';
 
-/** How often resources go out (DESIGN.md section 5's telemetry beat). */
+/** How often resources go out (docs/DESIGN.md section 5's telemetry beat). */
 export const RESOURCES_INTERVAL_MS = 2_000;
 /** Runners go out on change (throttled to this) and at least every RUNNERS_INTERVAL_MS. */
 export const RUNNERS_THROTTLE_MS = 200;

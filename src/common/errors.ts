@@ -47,11 +47,18 @@ export function isShoalError(error: unknown): error is ShoalError {
   return error instanceof ShoalError;
 }
 
+/**
+ * The message of anything thrown, for a log line or a reply: JavaScript can throw any value, and
+ * `String()` of an Error would prefix its name.
+ */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** Turns anything thrown into a ShoalError, keeping the original as `cause`. */
 export function toShoalError(error: unknown): ShoalError {
   if (error instanceof ShoalError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  return new ShoalError('INTERNAL', `internal error: ${message}`, { cause: error });
+  return new ShoalError('INTERNAL', `internal error: ${errorMessage(error)}`, { cause: error });
 }
 
 export function assertNever(value: never, what = 'value'): never {

@@ -1,8 +1,8 @@
 // Human-readable rendering of a doctor report and of engine build progress. Pure: strings in, strings out.
 
+import { formatBytes } from '../common/format-bytes.js';
 import type { BuildProgress } from './engines.js';
 import type { CheckLevel, DoctorReport } from './report.js';
-import { formatBytes } from './storage.js';
 
 const LEVEL_LABEL: Record<CheckLevel, string> = { ok: 'ok   ', warn: 'WARN ', error: 'ERROR' };
 

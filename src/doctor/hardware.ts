@@ -2,12 +2,13 @@
 // Works on a machine with no GPU at all; nothing here builds or downloads anything.
 
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { arch, cpus, freemem, hostname, platform, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { physicalCoreCount } from '../common/cpu.js';
+import { writeFileAtomic } from '../common/durable-fs.js';
 
 export const GPU_TYPES = ['cuda', 'vulkan', 'metal'] as const;
 export type GpuType = (typeof GPU_TYPES)[number];
@@ -172,9 +173,7 @@ export async function readBandwidthCache(dataDir: string): Promise<BandwidthMeas
 async function writeBandwidthCache(dataDir: string, entry: BandwidthMeasurement): Promise<void> {
   const path = bandwidthCachePath(dataDir);
   await mkdir(join(dataDir, 'doctor'), { recursive: true });
-  const tmp = `${path}.${process.pid}.tmp`;
-  await writeFile(tmp, `${JSON.stringify(entry, null, 2)}\n`);
-  await rename(tmp, path);
+  await writeFileAtomic(path, `${JSON.stringify(entry, null, 2)}\n`);
 }
 
 /**

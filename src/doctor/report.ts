@@ -2,9 +2,9 @@
 // so the same facts always give the same report. `DoctorReport` is also the `--json` output.
 
 import { z } from 'zod';
+import { formatBytes } from '../common/format-bytes.js';
 import { ENGINE_COMPUTES, ENGINE_NAMES } from './engines.js';
 import { GPU_TYPES, type HardwareInfo } from './hardware.js';
-import { formatBytes } from './storage.js';
 
 export const CHECK_LEVELS = ['ok', 'warn', 'error'] as const;
 export type CheckLevel = (typeof CHECK_LEVELS)[number];

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fixStorage, formatBytes, inspectStorage, MODEL_STORAGE_RESERVE_BYTES, storageChecks, type StorageFacts } from './storage.js';
+import { fixStorage, inspectStorage, MODEL_STORAGE_RESERVE_BYTES, storageChecks, type StorageFacts } from './storage.js';
 
 const GiB = 1024 ** 3;
 
@@ -56,13 +56,6 @@ test('free space under the reserve warns; unknown free space warns', () => {
   assert.match(low?.summary ?? '', /under the 10.0 GiB reserve/);
   assert.equal(storageChecks(facts({ freeBytes: 5 * GiB }), 1 * GiB).find((c) => c.id === 'storage.free_space')?.level, 'ok');
   assert.equal(storageChecks(facts({ freeBytes: null })).find((c) => c.id === 'storage.free_space')?.level, 'warn');
-});
-
-test('byte formatting', () => {
-  assert.equal(formatBytes(0), '0 B');
-  assert.equal(formatBytes(1536), '1.5 KiB');
-  assert.equal(formatBytes(10 * GiB), '10.0 GiB');
-  assert.equal(formatBytes(250 * GiB), '250 GiB');
 });
 
 test('inspect, fix, inspect: --fix creates the data and models dirs', async () => {

@@ -3,6 +3,7 @@
 import { constants } from 'node:fs';
 import { access, mkdir, rm, stat, statfs, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { formatBytes } from '../common/format-bytes.js';
 import { modelsDir } from '../common/paths.js';
 import type { Check } from './report.js';
 
@@ -85,17 +86,6 @@ export async function inspectStorage(dataDir: string): Promise<StorageFacts> {
     totalBytes,
     probedPath,
   };
-}
-
-export function formatBytes(bytes: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${value >= 100 || unit === 0 ? Math.round(value) : value.toFixed(1)} ${units[unit]}`;
 }
 
 /** The storage checks for these facts (pure). */

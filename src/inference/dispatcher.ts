@@ -4,7 +4,7 @@ import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import type { Dispatcher, ModelListing } from '../api/dispatch.js';
 import type { ModelCapability } from '../wire/capability.js';
 import type { ClusterState } from '../master/state/state.js';
-import type { RunnerReport } from '../master/core/messages.js';
+import type { RunnerReport } from '../wire/telemetry.js';
 import type { InstanceStatus, Worker } from '../worker/worker.js';
 import { chooseRoute, type RouteCandidate } from './routing.js';
 
@@ -13,7 +13,8 @@ const DEFAULT_CAPABILITIES: ModelCapability[] = ['chat', 'completion', 'embeddin
 
 export interface ClusterDispatcherOptions {
   selfId: NodeId;
-  worker: Worker;
+  /** This node's instances: read for routing, and run in process. */
+  worker: Pick<Worker, 'status' | 'get'>;
   state: () => ClusterState;
   /** Another node's runners as last reported, or null. */
   runnersOf: (nodeId: NodeId) => { runners: RunnerReport[] } | null;
@@ -53,7 +54,7 @@ function localListing(instance: InstanceStatus): ModelListing {
 }
 
 /**
- * Routes each task to a runner anywhere in the cluster (DESIGN.md section 6): this node's own runners
+ * Routes each task to a runner anywhere in the cluster (docs/DESIGN.md section 6): this node's own runners
  * directly, another node's over the data plane. Candidates are what runners report (readings), so a
  * node's default model is reachable from every member too; cluster state adds capabilities and windows.
  */

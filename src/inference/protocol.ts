@@ -3,7 +3,7 @@ import { InstanceId } from '../common/ids.js';
 import { MAX_EMBEDDING_INPUTS, RunnerTask, TaskEvent } from '../wire/task.js';
 
 /**
- * `/shoal/infer/1`: one inference request per data-plane stream (DESIGN.md section 6).
+ * `/shoal/infer/1`: one inference request per data-plane stream (docs/DESIGN.md section 6).
  *
  * Client -> server: one `run` frame, then the client closes its writing side.
  * Server -> client: `event` frames in the order the runner produced them (an embeddings event too

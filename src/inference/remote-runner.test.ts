@@ -10,7 +10,9 @@ import { ShoalError, type ErrorCode } from '../common/errors.js';
 import { RouterError, createRouter, type Router } from '../router/index.js';
 import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import { INFER_MAX_MESSAGE_BYTES, INFER_PROTOCOL, framesForEvent, vectorsPerFrame } from './protocol.js';
-import { runRemote, serveInference, type InferenceResolver } from './remote-runner.js';
+import type { InstanceRunner } from '../worker/runner-contract.js';
+import type { LocalInstance } from '../worker/worker.js';
+import { runRemote, serveInference, serveLocalInstances, type InferenceResolver } from './remote-runner.js';
 
 // Real libp2p routers on 127.0.0.1 with mDNS off; they find each other only by explicit dials.
 
@@ -182,6 +184,33 @@ describe('remote runner (/shoal/infer/1)', { timeout: 120_000 }, () => {
     assert.equal(internal.error?.code, 'INTERNAL');
     assert.match(internal.error?.message ?? '', /boom/);
     await Promise.all([stop(a), stop(b), stop(c)]);
+  });
+
+  test("serveLocalInstances runs the worker's instance and answers INSTANCE_LOST for one it does not hold or a donor", async () => {
+    const [a, b] = await pair();
+    const served: string[] = [];
+    const runners: Record<string, { run?: InstanceRunner['run'] }> = {
+      'inst-full': {
+        run: async function* (task) {
+          served.push(task.model);
+          yield { type: 'start', promptTokens: 3 };
+          yield END;
+        },
+      },
+      'inst-donor': {},
+    };
+    const worker = { get: (instanceId: string) => (runners[instanceId] ? ({ runner: runners[instanceId] } as LocalInstance) : undefined) };
+    await serveLocalInstances(b.router, worker);
+    const ok = await drain(runRemote(a.router, b.router.nodeId, 'inst-full', TASK, new AbortController().signal));
+    assert.equal(ok.error, null);
+    assert.deepEqual(ok.events, [{ type: 'start', promptTokens: 3 }, END]);
+    assert.deepEqual(served, [TASK.model]);
+    for (const instanceId of ['inst-gone', 'inst-donor']) {
+      const lost = await drain(runRemote(a.router, b.router.nodeId, instanceId, TASK, new AbortController().signal));
+      assert.equal(lost.error?.code, 'INSTANCE_LOST', instanceId);
+      assert.match(lost.error?.message ?? '', new RegExp(`instance ${instanceId} does not serve requests on this node`));
+    }
+    await Promise.all([stop(a), stop(b)]);
   });
 
   test('aborting the signal or leaving the iteration cancels the run on the serving node', async () => {

@@ -1,8 +1,13 @@
-import { ShoalError, toShoalError } from '../common/errors.js';
+// Both ends of `/shoal/infer/1` (protocol.ts): the serving side runs a task on one of this node's
+// instances for another node; the calling side (`runRemote`) streams the events back and turns every
+// way the remote end can fail into a typed error.
+
+import { ShoalError, toShoalError, errorMessage } from '../common/errors.js';
 import type { InstanceId } from '../common/ids.js';
 import { MAX_EMBEDDING_INPUTS, type RunnerTask, type TaskEvent } from '../wire/task.js';
 import { RouterError, type FrameChannel, type RequestContext, type Router } from '../router/index.js';
 import { knownErrorCode } from '../router/errors.js';
+import type { Worker } from '../worker/worker.js';
 import {
   DEFAULT_KEEPALIVE_INTERVAL_MS,
   DEFAULT_SILENCE_TIMEOUT_MS,
@@ -38,6 +43,19 @@ export async function serveInference(router: Router, resolve: InferenceResolver,
     maxMessageBytes: INFER_MAX_MESSAGE_BYTES,
     maxInboundStreams: INFER_MAX_STREAMS_PER_CONNECTION,
     maxOutboundStreams: INFER_MAX_STREAMS_PER_CONNECTION,
+  });
+}
+
+/**
+ * Serves `/shoal/infer/1` from this node's instances. A request for an instance the worker does not
+ * hold, or for a donor (which holds layers, not a model), is INSTANCE_LOST: the caller's view of the
+ * cluster is stale, and its retry routes elsewhere.
+ */
+export async function serveLocalInstances(router: Router, worker: Pick<Worker, 'get'>): Promise<void> {
+  await serveInference(router, (instanceId, task, signal) => {
+    const instance = worker.get(instanceId);
+    if (!instance?.runner.run) throw new ShoalError('INSTANCE_LOST', `instance ${instanceId} does not serve requests on this node (it may have been stopped or moved): retry`);
+    return instance.runner.run(task, signal);
   });
 }
 
@@ -180,7 +198,7 @@ export async function* runRemote(
   } catch (error) {
     stopWatching();
     if (signal.aborted) throw cancelled(signal);
-    throw new ShoalError('INSTANCE_LOST', `could not reach node ${nodeId} to run the request on ${where}: ${messageOf(error)}`, { cause: error });
+    throw new ShoalError('INSTANCE_LOST', `could not reach node ${nodeId} to run the request on ${where}: ${errorMessage(error)}`, { cause: error });
   }
 
   let finished = false;
@@ -264,6 +282,3 @@ function cancelled(signal: AbortSignal): ShoalError {
   return new ShoalError('CANCELLED', 'the request was cancelled', { cause: reason });
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}

@@ -1,8 +1,8 @@
 // Which runner serves a request: pure over what the node knows (its own runners, the others' reports).
-// DESIGN.md section 6: ready first, then least in flight; this node's own runner wins a tie (no hop).
+// docs/DESIGN.md section 6: ready first, then least in flight; this node's own runner wins a tie (no hop).
 
 import type { InstanceId, ModelId, NodeId } from '../common/ids.js';
-import type { InstanceRole } from '../master/state/instances.js';
+import type { InstanceRole } from '../wire/instance-role.js';
 
 export interface RouteCandidate {
   nodeId: NodeId;

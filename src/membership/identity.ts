@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path';
 import type { Ed25519PrivateKey } from '@libp2p/interface';
 import { generateKeyPair, privateKeyFromProtobuf, privateKeyToProtobuf } from '@libp2p/crypto/keys';
 import { peerIdFromPrivateKey, peerIdFromString } from '@libp2p/peer-id';
-import { ShoalError } from '../common/errors.js';
+import { fsyncDir } from '../common/durable-fs.js';
+import { errorMessage, ShoalError } from '../common/errors.js';
 import { Fingerprint, NodeId } from './messages.js';
 
 /**
@@ -122,7 +123,7 @@ async function loadIdentity(path: string, mode: number): Promise<Identity> {
 }
 
 function unreadable(path: string, error: unknown): IdentityError {
-  const reason = errnoOf(error) ?? (error instanceof Error ? error.message : String(error));
+  const reason = errnoOf(error) ?? errorMessage(error);
   return new IdentityError(
     'unreadable',
     `cannot read the node's private key ${path} (${reason}): run shoal as the user that owns it, or fix its owner and permissions`,
@@ -135,7 +136,7 @@ function parseKey(path: string, bytes: Uint8Array): Ed25519PrivateKey {
   try {
     key = privateKeyFromProtobuf(bytes);
   } catch (error) {
-    throw corrupt(path, error instanceof Error ? error.message : String(error), error);
+    throw corrupt(path, errorMessage(error), error);
   }
   if (key.type !== 'Ed25519') throw corrupt(path, `it holds a ${key.type} key, shoal nodes use Ed25519`);
   return key;
@@ -192,13 +193,4 @@ async function createIdentity(path: string): Promise<Identity> {
   await rm(tmp, { force: true });
   await fsyncDir(dirname(path));
   return identityOf(privateKey);
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
 }

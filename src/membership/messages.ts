@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { multiaddr } from '@multiformats/multiaddr';
 import { z } from 'zod';
+import { errorMessage } from '../common/errors.js';
 import { ClusterId, Fingerprint, NodeId } from '../common/ids.js';
 
 export { ClusterId, Fingerprint, NodeId };
@@ -147,7 +148,7 @@ export function decodeInviteMessage(bytes: Uint8Array): DecodedInviteMessage {
   try {
     json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
   } catch (error) {
-    return { ok: false, problem: 'malformed', detail: error instanceof Error ? error.message : String(error) };
+    return { ok: false, problem: 'malformed', detail: errorMessage(error) };
   }
   const parsed = InviteMessage.safeParse(json);
   if (!parsed.success) return { ok: false, problem: 'invalid', detail: z.prettifyError(parsed.error) };

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
+import { writeFileAtomic } from '../common/durable-fs.js';
 import { ShoalError } from '../common/errors.js';
 import { ClusterId, Fingerprint } from './messages.js';
 
@@ -151,30 +151,6 @@ function corrupt(path: string, cause: unknown): TrustedStoreError {
 }
 
 async function writeAtomic(path: string, text: string): Promise<void> {
-  const dir = dirname(path);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const handle = await open(tmp, 'wx', 0o600);
-  try {
-    await handle.chmod(0o600);
-    await handle.writeFile(text, 'utf8');
-    await handle.sync();
-  } catch (error) {
-    await handle.close();
-    await rm(tmp, { force: true });
-    throw error;
-  }
-  await handle.close();
-  try {
-    await rename(tmp, path);
-  } catch (error) {
-    await rm(tmp, { force: true });
-    throw error;
-  }
-  const dirHandle = await open(dir, 'r');
-  try {
-    await dirHandle.sync();
-  } finally {
-    await dirHandle.close();
-  }
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  await writeFileAtomic(path, text, { mode: 0o600 });
 }

@@ -8,7 +8,8 @@ import { ShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
-import type { EvictionReport, ModelStore } from './store/store.js';
+import type { ModelStore } from './store/store.js';
+import type { EvictionReport } from './store/usage.js';
 
 /** Without SHOAL_MODEL_KEEP_BYTES, idle copies may take this share of the size of the store's filesystem. */
 export const DEFAULT_KEEP_FRACTION = 0.5;

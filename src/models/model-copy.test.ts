@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encode } from '@msgpack/msgpack';
-import { ArtifactsMessage, MAX_REPORTED_ARTIFACTS, MAX_TELEMETRY_MESSAGE_BYTES, TelemetryMessage, jsonBytes, type ArtifactReport } from '../master/core/messages.js';
+import { MAX_TELEMETRY_MESSAGE_BYTES, TelemetryMessage, jsonBytes } from '../master/core/messages.js';
+import { ArtifactsMessage, MAX_REPORTED_ARTIFACTS, type ArtifactReport } from '../wire/telemetry.js';
 import { artifactsOf, CopyFrame, CopyRequest, DeleteAnswer, MODEL_COPY_MAX_FILES, MODEL_COPY_MAX_MESSAGE_BYTES, ModelFrame, pickHolders, ReadRequest, sameCopy, type HeardArtifacts } from './model-copy.js';
 
 const REV_A = 'a'.repeat(40);

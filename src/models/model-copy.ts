@@ -4,7 +4,7 @@
 
 import { z } from 'zod';
 import { ModelId } from '../common/ids.js';
-import { MAX_REPORTED_ARTIFACTS, type ArtifactReport } from '../master/core/messages.js';
+import { MAX_REPORTED_ARTIFACTS, type ArtifactReport } from '../wire/telemetry.js';
 // The schemas only (not the router's index, which loads libp2p): this module stays pure.
 import { DirectAnswerFrame, DirectDeclineFrame, DirectHost, DirectOfferFrame } from '../router/direct-socket.js';
 

@@ -9,12 +9,15 @@ import { after, before, describe, test } from 'node:test';
 import { generateKeyPair } from '@libp2p/crypto/keys';
 import { pino } from 'pino';
 import { ggufFixture, HubServer } from '../../test/support/hub-server.js';
-import { MAX_TELEMETRY_MESSAGE_BYTES, TelemetryMessage, telemetryTopic, type ArtifactsMessage } from '../master/core/messages.js';
+import { MAX_TELEMETRY_MESSAGE_BYTES, TelemetryMessage, telemetryTopic } from '../master/core/messages.js';
+import type { ArtifactsMessage } from '../wire/telemetry.js';
 import type { ClusterId, NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
 import { createRouter, offerDirect, type FrameChannel, type Router } from '../router/index.js';
 import { CopyFrame, CopyRequest, MODEL_COPY_MAX_MESSAGE_BYTES, MODEL_COPY_PROTOCOL, type PeerModelRecord } from './model-copy.js';
-import { ClusterRemoveError, ModelsService, type DownloadView } from './service.js';
+import { ClusterRemoveError } from './cluster-remove-error.js';
+import { ModelsService } from './service/service.js';
+import type { DownloadView } from './views.js';
 import { PeerModels, type PeerModelsPlane } from './peer-models.js';
 
 // Two nodes in one process over real libp2p routers on loopback: the artifacts report on a real
@@ -229,8 +232,8 @@ describe('copying models between two members', { timeout: 120_000 }, () => {
     // Nothing left to remove on beta, alpha still refuses: the refusal is the answer, 409-shaped.
     await assert.rejects(b.models.removeEverywhere(Q4_ID), (e: unknown) => {
       assert.ok(e instanceof ClusterRemoveError);
-      assert.equal((e.error as { reason?: string }).reason, 'MODEL_IN_USE');
-      assert.match(e.error.message, /^alpha refused: .*loaded/);
+      assert.equal(e.reason, 'MODEL_IN_USE');
+      assert.match(e.message, /^alpha refused: .*loaded/);
       assert.deepEqual(e.nodes.map((n) => n.outcome), ['absent', 'refused']);
       return true;
     });
@@ -241,7 +244,7 @@ describe('copying models between two members', { timeout: 120_000 }, () => {
     assert.ok(everywhere.totalFreedBytes > everywhere.freedBytes);
     assert.equal(a.models.store.get(Q8_ID), null);
     assert.equal(existsSync(join(a.dataDir, 'cards', 'acme--Copy-GGUF--Q8_0.toml')), false, 'the card went too');
-    await assert.rejects(b.models.removeEverywhere(Q8_ID), (e: unknown) => e instanceof ClusterRemoveError && e.error.code === 'NOT_FOUND' && /no model .* on any of the 2 members/.test(e.message));
+    await assert.rejects(b.models.removeEverywhere(Q8_ID), (e: unknown) => e instanceof ClusterRemoveError && e.code === 'NOT_FOUND' && /no model .* on any of the 2 members/.test(e.message));
   });
 });
 

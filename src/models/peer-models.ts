@@ -1,14 +1,14 @@
 // Models between members: each node reports the complete copies it holds (telemetry `artifacts`),
 // serves their files to members over `/shoal/model-copy/1`, copies from a member that holds a model
 // instead of downloading it again, and removes models on request over `/shoal/model-delete/1`.
-// ModelsService (models-service.ts) decides when; this is the cluster side of it.
+// ModelsService (service/service.ts) decides when; this is the cluster side of it.
 
 import { open, type FileHandle } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import type { TLSSocket } from 'node:tls';
-import { toShoalError } from '../common/errors.js';
+import { toShoalError, errorMessage } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
-import type { ArtifactsMessage } from '../master/core/messages.js';
+import type { ArtifactsMessage } from '../wire/telemetry.js';
 import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
 import { ModelsError } from './hub/errors.js';
@@ -45,7 +45,9 @@ import {
   type HeardArtifacts,
   type PeerModelRecord,
 } from './model-copy.js';
-import type { ModelPeers, ModelsService, NodeRemoval, PeerCopy, PeerHolder } from './service.js';
+import type { ModelPeers, PeerCopy, PeerHolder } from './service/peers.js';
+import type { ModelsService } from './service/service.js';
+import type { NodeRemoval } from './views.js';
 
 /** What peer-models needs of the control plane (ControlPlane implements it). */
 export interface PeerModelsPlane {
@@ -233,7 +235,7 @@ export class PeerModels implements ModelPeers {
       retries: MODEL_COPY_RETRIES,
       fetch: (file, writer, signal) => this.readFile(nodeId, name, repo, revision, file, writer, signal),
       retryable: (error) => error instanceof RouterError && RETRYABLE.has(error.reason),
-      failure: (error, what) => new ModelsError('PEER_COPY_FAILED', `copying ${what} from ${name} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error }),
+      failure: (error, what) => new ModelsError('PEER_COPY_FAILED', `copying ${what} from ${name} failed: ${errorMessage(error)}`, { cause: error }),
     };
   }
 

@@ -1,18 +1,13 @@
-// Plain-data views the node composes for `GET /state` and the telemetry plane, and the wait for a
-// model download a serving node needs before it can start its part.
+// Plain-data views the node composes for `GET /state` and the telemetry plane.
 
-import { ShoalError } from '../common/errors.js';
 import type { InstanceView } from '../api/control/control.js';
-import type { RunnerReport } from '../master/core/messages.js';
-import { MAX_REPORTED_RUNNERS } from '../master/core/messages.js';
+import type { RunnerReport } from '../wire/telemetry.js';
+import { MAX_REPORTED_RUNNERS } from '../wire/telemetry.js';
 import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { InstanceStatus } from '../worker/worker.js';
-import type { ModelsService } from '../models/service.js';
 
 const REPORT_REASON_MAX_CHARS = 200;
-/** How often a serving node checks on a download it waits for. */
-const DOWNLOAD_POLL_MS = 500;
 
 /** This node's runners as the telemetry plane carries them. */
 export function runnerReports(instances: readonly InstanceStatus[]): RunnerReport[] {
@@ -54,18 +49,4 @@ export function instanceViews(
           : { nodeId: p.nodeId, role: p.role, state: 'unknown' as const, reason: 'no report from this node yet', inFlight: 0, queued: 0 };
       }),
     }));
-}
-
-/** Starts (or joins) the hub download of `modelId` and resolves with the file once it is verified. */
-export async function waitForDownload(models: ModelsService, modelId: string, signal: AbortSignal): Promise<string> {
-  const { download } = await models.pull(modelId);
-  for (;;) {
-    const now = models.getDownload(download.id);
-    if (now.state === 'done' && now.path !== null) return now.path;
-    if (now.state === 'failed' || now.state === 'cancelled') {
-      throw new ShoalError('MODEL_FAILED', `downloading ${modelId} ${now.state}: ${now.error?.message ?? 'no reason given'}`);
-    }
-    if (signal.aborted) throw new ShoalError('CANCELLED', `stopped waiting for the download of ${modelId}`);
-    await new Promise((resolve) => setTimeout(resolve, DOWNLOAD_POLL_MS));
-  }
 }

@@ -1,34 +1,40 @@
+// The composition root: builds a node from its subsystems' parts, starts them in order and stops them
+// in the order `composeNode` documents. What the node serves is in control.ts (`GET /state`, membership),
+// health.ts (`/healthz`) and node-views.ts; run-files.ts is what it leaves for the CLI.
+
 import { mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, extname, isAbsolute } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { DisposeStack } from '../common/dispose-stack.js';
 import { ShoalError } from '../common/errors.js';
-import { ModelId, type InstanceId, type ModelId as ModelIdType, type NodeId } from '../common/ids.js';
+import { ModelId, type NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import { modelsDir } from '../common/paths.js';
-import { buildServer, type Health } from '../api/server.js';
-import type { NodeControl } from '../api/control/control.js';
+import { buildServer } from '../api/server.js';
 import { resolveBuiltinModel, BUILTIN_MODEL_IDS } from '../models/builtin-store.js';
 import type { GpuChoice } from '../worker/runner/protocol.js';
 import { Worker } from '../worker/worker.js';
 import { ControlPlane } from '../cluster/control-plane.js';
+import { NodeTelemetry } from '../cluster/telemetry.js';
 import { ClusterDispatcher } from '../inference/dispatcher.js';
-import { endpointFromEnv, ModelsService, reserveFromEnv } from '../models/service.js';
+import { runRemote, serveLocalInstances } from '../inference/remote-runner.js';
+import { endpointFromEnv, ModelsService, reserveFromEnv } from '../models/service/service.js';
 import { PeerModels } from '../models/peer-models.js';
 import { keepBytesFromEnv, ModelKeeper, modelsPlacedOn } from '../models/keeper.js';
-import { removeRunFiles, writeRunFiles } from './run-files.js';
 import { NodeDashboard } from '../dashboard/node-dashboard.js';
 import type { LogRing } from '../dashboard/log-ring.js';
-import { NodeTelemetry } from '../cluster/telemetry.js';
-import { PlacementService, type PlaceRequest } from '../placement/service.js';
-import type { PlaceBody } from '../api/control/placement-routes.js';
+import { placementControl } from '../placement/control.js';
+import { PlacementService } from '../placement/service.js';
 import { InstanceHost } from '../worker/instance-host.js';
-import { serveInference, runRemote } from '../inference/remote-runner.js';
 import { openRpcTunnel, serveRpcTunnel } from '../worker/rpc-tunnel.js';
-import { instanceViews, runnerReports, waitForDownload } from './node-views.js';
-import { createEngineFactory, offeredBackends } from '../worker/engine-factory.js';
+import { createEngineFactory, donorPorts, offeredBackends } from '../worker/engine-factory.js';
 import { reapOrphans } from '../worker/engines/orphans.js';
 import { readBandwidthCache } from '../doctor/hardware.js';
+import { nodeControl } from './control.js';
+import { nodeHealth } from './health.js';
+import { runnerReports } from './node-views.js';
+import { RunFiles } from './run-files.js';
 
 export interface NodeOptions {
   log: Logger;
@@ -91,53 +97,79 @@ async function resolveDefaultModel(spec: string, dataDir: string, log: Logger): 
   return { id: resolved.id, path: resolved.path };
 }
 
+/**
+ * Starts a node's parts in order and returns it running. Every part, as it starts, pushes its stop
+ * onto one stack; `stop` and a start that fails anywhere both run that stack, so they stop the same
+ * parts in the same order.
+ */
 export async function startNode(options: NodeOptions): Promise<RunningNode> {
-  const { log } = options;
-  const name = options.name ?? hostname();
   await mkdir(options.dataDir, { recursive: true });
-  const model = await resolveDefaultModel(options.defaultModel, options.dataDir, log);
-  // Models on disk: the hub store under the data dir, the hub from SHOAL_HF_ENDPOINT / HF_ENDPOINT.
-  // Members that hold a model give it (copy over the data plane) before the hub is asked; started once the plane runs.
+  const model = await resolveDefaultModel(options.defaultModel, options.dataDir, options.log);
+  const stack = new DisposeStack();
+  try {
+    return await composeNode(options, model, stack);
+  } catch (error) {
+    await stack.disposeAsync().catch((unwindError: unknown) => options.log.error({ err: unwindError }, 'stopping the parts of a failed start failed too'));
+    throw error;
+  }
+}
+
+/**
+ * The composition, top to bottom. The stack runs newest first, so the stops are pushed in the reverse
+ * of the stop order: dashboard, telemetry, host, keeper, peers, models, worker, HTTP server, plane,
+ * run files. Where a stop is pushed before its part starts, that stop does nothing for a part that
+ * never started.
+ */
+async function composeNode(options: NodeOptions, model: { id: ModelId; path: string }, stack: DisposeStack): Promise<RunningNode> {
+  const { log, dataDir } = options;
+  const name = options.name ?? hostname();
   const direct = options.directSockets ?? process.env.SHOAL_DIRECT_SOCKETS !== '0';
-  const peers = new PeerModels({ log: log.child({ part: 'models' }), direct });
-  const models = await ModelsService.open({
-    peers,
-    dataDir: options.dataDir,
-    log: log.child({ part: 'models' }),
-    endpoint: endpointFromEnv(),
-    reserveBytes: reserveFromEnv(),
-    inUse: () => worker.status().map((i) => i.modelId),
-  });
+  // Read first, so that a bad value fails the start before anything runs.
+  const hubEndpoint = endpointFromEnv();
+  const reserveBytes = reserveFromEnv();
+  const keepBytes = keepBytesFromEnv() ?? null;
 
   // Engines orphaned by an earlier crash of this node would hold memory and ports: end them first.
-  await reapOrphans(options.dataDir, log.child({ part: 'worker' }));
+  await reapOrphans(dataDir, log.child({ part: 'worker' }));
 
-  const plane = await ControlPlane.start({
-    log,
-    dataDir: options.dataDir,
-    name,
-    p2pPort: options.p2pPort,
-    p2pHost: options.host,
-    mdns: options.mdns,
-    bootstrap: options.bootstrap,
-  });
+  // Run files go last: the CLI finds the node until everything else has stopped. Written further down.
+  const runFiles = new RunFiles(dataDir);
+  stack.defer(() => runFiles.remove());
 
-  const worker = new Worker({
-    log: log.child({ part: 'worker' }),
-    threads: options.threads,
-    gpu: options.gpu,
-    contextSize: options.contextSize,
-    sequences: options.sequences,
-  });
+  // The plane stops after every part that talks over it.
+  const plane = stack.use(await ControlPlane.start({ log, dataDir, name, p2pPort: options.p2pPort, p2pHost: options.host, mdns: options.mdns, bootstrap: options.bootstrap }));
+
+  // The HTTP server closes after the runners stopped: their streams end with a typed error, so open
+  // connections finish and close first. Only a server that listens is closed (set at the end).
+  let listening: FastifyInstance | null = null;
+  stack.defer(() => listening?.close());
+
+  const worker = stack.use(new Worker({ log: log.child({ part: 'worker' }), threads: options.threads, gpu: options.gpu, contextSize: options.contextSize, sequences: options.sequences }));
   // Every node serves its default model itself; cluster state places everything else.
   worker.place(model.id, model.path, ['chat', 'completion', 'embeddings', 'tools']);
 
-  const engines = await createEngineFactory({ dataDir: options.dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
-  const bandwidth = await readBandwidthCache(options.dataDir);
+  // Models on disk: the hub store under the data dir, the hub from SHOAL_HF_ENDPOINT / HF_ENDPOINT. Members
+  // that hold a model give it before the hub is asked (peers, started below once the plane serves).
+  // At a stop the peers stop serving copies, then running downloads end, then the runners stop.
+  const peers = new PeerModels({ log: log.child({ part: 'models' }), direct });
+  const models = await ModelsService.open({ peers, dataDir, log: log.child({ part: 'models' }), endpoint: hubEndpoint, reserveBytes, inUse: () => worker.status().map((i) => i.modelId) });
+  stack.defer(() => models.close());
+  stack.defer(() => peers.stop());
+  // Idle copies beyond the keep budget go at start (below) and when a model stops being used.
+  const keeper = new ModelKeeper({
+    store: models.store,
+    inUse: () => [...worker.status().map((i) => i.modelId), ...modelsPlacedOn(plane.view().state, plane.nodeId)],
+    keepBytes,
+    log: log.child({ part: 'models' }),
+  });
+  stack.defer(() => keeper.stop());
+
+  const engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
+  const bandwidth = await readBandwidthCache(dataDir);
   const telemetry = new NodeTelemetry({
     plane,
     log: log.child({ part: 'telemetry' }),
-    dataDir: options.dataDir,
+    dataDir,
     memoryBudgetBytes: options.memoryBudgetBytes ?? null,
     backends: offeredBackends(engines !== null),
     memoryBandwidthBytesPerS: bandwidth ? bandwidth.gbPerSecond * 1e9 : null,
@@ -147,12 +179,13 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   worker.onChange(() => telemetry.runnersChanged());
   const connected = (nodeId: string): boolean => plane.net.isConnected(nodeId);
   const placement = new PlacementService({
-    dataDir: options.dataDir,
+    dataDir,
     plane,
     nodes: () => telemetry.clusterNodes(connected),
     downloadedPath: async (id) => (await models.get(id).catch(() => null))?.path ?? null,
     log: log.child({ part: 'placement' }),
   });
+  // The host reconciles runners with cluster state and re-places instances of lost nodes.
   const host = new InstanceHost({
     selfId: plane.nodeId,
     log: log.child({ part: 'worker' }),
@@ -163,79 +196,32 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
     connected,
     runnersOf: (nodeId) => telemetry.runnersOf(nodeId),
     offerBytes: (excludeBytes) => telemetry.offerNow(excludeBytes),
+    // A file this node already has (built-in, a file card, a finished download), else the download it starts or joins.
     modelPath: async (modelId, signal) => {
       const known = await placement.modelFacts(modelId).catch(() => null);
       if (known?.path) return known.path;
-      return waitForDownload(models, modelId, signal);
+      return models.waitForDownload(modelId, signal);
     },
     engines,
     tunnels: { open: (donor, instanceId) => openRpcTunnel(plane.net, donor, instanceId, { log: log.child({ part: 'rpc-tunnel' }), direct }) },
   });
-  await serveInference(plane.net, (instanceId, task, signal) => {
-    const instance = worker.get(instanceId);
-    if (!instance?.runner.run) throw new ShoalError('INSTANCE_LOST', `instance ${instanceId} does not serve requests on this node (it may have been stopped or moved): retry`);
-    return instance.runner.run(task, signal);
-  });
-  await serveRpcTunnel(plane.net, (instanceId: InstanceId) => engines?.donorPort(instanceId) ?? null, { direct });
+  stack.use(host);
+  // Telemetry (subscribed to the plane since it was made) stops reporting before the host stops its parts.
+  stack.defer(() => telemetry.stop());
+
+  // Every node serves both data-plane protocols: registering them also sets its outbound stream limits.
+  await serveLocalInstances(plane.net, worker);
+  await serveRpcTunnel(plane.net, donorPorts(engines), { direct });
   plane.onStateChange(() => host.reconcile());
   telemetry.start();
   host.start();
   await peers.start({ plane, models, name });
-  // Idle copies beyond the keep budget go at start and when a model stops being used (its instance ended).
-  const keeper = new ModelKeeper({
-    store: models.store,
-    inUse: () => [...worker.status().map((i) => i.modelId), ...modelsPlacedOn(plane.view().state, plane.nodeId)],
-    keepBytes: keepBytesFromEnv() ?? null,
-    log: log.child({ part: 'models' }),
-  });
   plane.onStateChange(() => keeper.check());
   worker.onChange(() => keeper.check());
   await keeper.start();
 
-  let stopping = false;
-  const health = (): Health => {
-    const instances = worker.status();
-    const notReady = instances.filter((i) => i.state !== 'ready');
-    const reason = stopping
-      ? 'the node is stopping'
-      : notReady.length > 0
-        ? notReady.map((i) => `${i.modelId}: ${i.reason ?? i.state}`).join('; ')
-        : null;
-    return {
-      ok: reason === null,
-      reason,
-      name,
-      nodeId: plane.nodeId,
-      models: instances.map((i) => ({
-        id: i.modelId,
-        instanceId: i.instanceId,
-        state: i.state,
-        reason: i.reason,
-        pid: i.pid,
-        restarts: i.restarts,
-        inFlight: i.inFlight,
-        queued: i.queued,
-      })),
-    };
-  };
-  const control = {
-    ...bindControl(plane),
-    status: () => ({
-      ...plane.status(),
-      models: worker.status(),
-      instances: instanceViews(plane.view().state, plane.nodeId, worker.status(), (nodeId) => telemetry.runnersOf(nodeId)),
-      resources: telemetry.resourcesView(),
-      artifacts: peers.artifactsView(),
-      links: telemetry.links(),
-    }),
-  };
-  const placementControl = {
-    plan: async (body: PlaceBody) => (await placement.plan(placeRequest(body))).result,
-    place: (body: PlaceBody) => placement.place(placeRequest(body)),
-    end: (instanceId: string) => placement.end(instanceId, 'deleted', 'stopped by an operator'),
-  };
-
-  const adminToken = await writeRunFiles(options.dataDir, { pid: process.pid, apiPort: options.apiPort, startedAtMs: Date.now() });
+  // The CLI reads the API port and the admin token from the run files; the server checks that token.
+  const adminToken = await runFiles.write({ pid: process.pid, apiPort: options.apiPort, startedAtMs: Date.now() });
   const dispatcher = new ClusterDispatcher({
     selfId: plane.nodeId,
     worker,
@@ -244,32 +230,32 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
     connected,
     remote: (nodeId, instanceId, task, signal) => runRemote(plane.net, nodeId, instanceId, task, signal),
   });
-  // Dashboard, metrics and logs (src/dashboard/node-dashboard.ts): counts every request the API dispatches.
+  const control = nodeControl({ plane, worker, telemetry, peers });
+  // Dashboard, metrics and logs (src/dashboard/node-dashboard.ts): counts every request the API
+  // dispatches; its live streams end first at a stop.
   const dashboard = await NodeDashboard.start({ log, nodeId: plane.nodeId, status: control.status, onStateChange: (l) => plane.onStateChange(l), dataPlane: plane.net, adminToken, headless: options.headless, recentLogs: options.recentLogs });
-  const app = buildServer({ log, dispatcher: dashboard.meter(dispatcher), health, maxBodyBytes: options.maxBodyBytes, apiKeys: options.apiKeys, control, adminToken, models, placement: placementControl });
+  stack.defer(() => dashboard.stop());
+
+  let stopping = false;
+  const app = buildServer({
+    log,
+    dispatcher: dashboard.meter(dispatcher),
+    health: () => nodeHealth({ name, nodeId: plane.nodeId, stopping }, worker.status()),
+    maxBodyBytes: options.maxBodyBytes,
+    apiKeys: options.apiKeys,
+    control,
+    adminToken,
+    models,
+    placement: placementControl(placement),
+  });
   await dashboard.register(app);
-  try {
-    await app.listen({ port: options.apiPort, host: options.host });
-  } catch (error) {
-    await dashboard.stop();
-    telemetry.stop();
-    await host.stop();
-    await keeper.stop();
-    await peers.stop();
-    await models.close();
-    await worker.stop();
-    await plane.stop();
-    await removeRunFiles(options.dataDir);
-    const code = (error as { code?: string }).code;
-    if (code === 'EADDRINUSE') {
-      throw new ShoalError('BAD_REQUEST', `port ${options.apiPort} is already in use: stop the other process or pass --api-port`, { cause: error });
-    }
-    throw error;
-  }
+  await listen(app, options.apiPort, options.host);
+  listening = app;
+
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.apiPort;
-  // The token the server checks stays the one written first; only the port changes.
-  if (port !== options.apiPort) await writeRunFiles(options.dataDir, { pid: process.pid, apiPort: port, startedAtMs: Date.now() }, adminToken);
+  // Port 0 asked for any port: the run files say which one (the token stays the one the server checks).
+  if (port !== options.apiPort) await runFiles.write({ pid: process.pid, apiPort: port, startedAtMs: Date.now() });
   const shownHost = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   const url = `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${port}`;
   log.info({ url, name, nodeId: plane.nodeId, fingerprint: plane.fingerprint, p2p: plane.p2pAddrs, model: model.id, threads: options.threads }, `Shoal node '${name}' serving on ${url}`);
@@ -277,44 +263,19 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   const stop = async (): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    await dashboard.stop();
-    telemetry.stop();
-    await host.stop();
-    await keeper.stop();
-    await peers.stop();
-    await models.close();
-    // Runners first: their streams end with a typed error, so open connections finish and close.
-    await worker.stop();
-    await app.close();
-    await plane.stop();
-    await removeRunFiles(options.dataDir);
+    await stack.disposeAsync();
   };
   return { url, app, worker, plane, stop, [Symbol.asyncDispose]: stop };
 }
 
-function placeRequest(body: PlaceBody): PlaceRequest {
-  return {
-    model: body.model as ModelIdType,
-    ...(body.replicas !== undefined ? { replicas: body.replicas } : {}),
-    ...(body.exclude !== undefined ? { exclude: body.exclude } : {}),
-    ...(body.min_nodes !== undefined ? { minNodes: body.min_nodes } : {}),
-    ...(body.context_tokens !== undefined ? { contextTokens: body.context_tokens } : {}),
-    ...(body.parallel !== undefined ? { parallel: body.parallel } : {}),
-  };
-}
-
-/** The plane's control methods, bound, so a route can call them detached from the object. */
-function bindControl(plane: ControlPlane): Omit<NodeControl, 'status'> {
-  return {
-    invite: (target) => plane.invite(target),
-    inviteCode: () => plane.inviteCode(),
-    join: (code) => plane.join(code),
-    approve: (selector) => plane.approve(selector),
-    decline: (selector) => plane.decline(selector),
-    remove: (target) => plane.remove(target),
-    leave: () => plane.leave(),
-    dissolve: () => plane.dissolve(),
-    nickname: (target, nickname) => plane.nickname(target, nickname),
-    makeHost: (target) => plane.makeHost(target),
-  };
+/** Listens on the API port; a port another process holds is the operator's to free, so the error says how. */
+async function listen(app: FastifyInstance, port: number, host: string): Promise<void> {
+  try {
+    await app.listen({ port, host });
+  } catch (error) {
+    if ((error as { code?: string }).code === 'EADDRINUSE') {
+      throw new ShoalError('BAD_REQUEST', `port ${port} is already in use: stop the other process or pass --api-port`, { cause: error });
+    }
+    throw error;
+  }
 }

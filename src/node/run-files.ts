@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { ShoalError } from '../common/errors.js';
+import { writeFileAtomic } from '../common/durable-fs.js';
 
 /**
  * What a running node leaves in its data dir for the CLI: where its API listens and the admin token
@@ -20,23 +21,30 @@ const runDir = (dataDir: string): string => join(dataDir, 'run');
 const infoPath = (dataDir: string): string => join(runDir(dataDir), 'node.json');
 const tokenPath = (dataDir: string): string => join(runDir(dataDir), 'admin.token');
 
-async function writePrivate(path: string, text: string): Promise<void> {
-  const tmp = `${path}.${process.pid}.tmp`;
-  await writeFile(tmp, text, { mode: 0o600 });
-  await rename(tmp, path);
-}
+/**
+ * This start's run files. `remove` removes them only once this start wrote them: a start that fails
+ * before then leaves alone the files of whatever node (or crash) wrote the ones there.
+ */
+export class RunFiles {
+  private token: string | null = null;
 
-/** Writes this start's run info and admin token (a fresh one unless `token` is given) and returns the token. */
-export async function writeRunFiles(dataDir: string, info: RunInfo, token: string = randomBytes(32).toString('hex')): Promise<string> {
-  await mkdir(runDir(dataDir), { recursive: true, mode: 0o700 });
-  await writePrivate(tokenPath(dataDir), `${token}\n`);
-  await writePrivate(infoPath(dataDir), `${JSON.stringify(info)}\n`);
-  return token;
-}
+  constructor(private readonly dataDir: string) {}
 
-export async function removeRunFiles(dataDir: string): Promise<void> {
-  await rm(infoPath(dataDir), { force: true });
-  await rm(tokenPath(dataDir), { force: true });
+  /** Writes the run info and the admin token, and returns the token: fresh at the first write, the same one after (only the info changes). */
+  async write(info: RunInfo): Promise<string> {
+    const token = this.token ?? randomBytes(32).toString('hex');
+    await mkdir(runDir(this.dataDir), { recursive: true, mode: 0o700 });
+    await writeFileAtomic(tokenPath(this.dataDir), `${token}\n`, { mode: 0o600 });
+    await writeFileAtomic(infoPath(this.dataDir), `${JSON.stringify(info)}\n`, { mode: 0o600 });
+    this.token = token;
+    return token;
+  }
+
+  async remove(): Promise<void> {
+    if (this.token === null) return;
+    await rm(infoPath(this.dataDir), { force: true });
+    await rm(tokenPath(this.dataDir), { force: true });
+  }
 }
 
 /** For the CLI: finds the node that runs from `dataDir`, or says how to start one. */

@@ -26,6 +26,7 @@
 // - Floor 256 MiB: the runner process itself (a bare node-llama-cpp runner measured 113 MiB RSS) plus the
 //   non-logit compute buffer, which small models would otherwise under-count.
 
+import { formatBytes } from '../common/format-bytes.js';
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 
 const MiB = 1024 * 1024;
@@ -79,11 +80,6 @@ export interface MemoryEstimate {
   totalBytes: number;
   /** The arithmetic, one line per term, for refusals and the dry-run preview. */
   arithmetic: string[];
-}
-
-export function formatBytes(bytes: number): string {
-  if (Math.abs(bytes) >= 1024 * MiB) return `${(bytes / (1024 * MiB)).toFixed(2)} GiB`;
-  return `${(bytes / MiB).toFixed(1)} MiB`;
 }
 
 function checkShare(facts: GgufFacts, share: LayerShare): void {

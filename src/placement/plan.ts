@@ -1,10 +1,11 @@
 // The shapes a plan takes and the helpers the planner's parts share: pure data and arithmetic.
 
+import { formatBytes } from '../common/format-bytes.js';
 import type { NodeId } from '../common/ids.js';
 import type { ModelCard } from '../models/cards/card.js';
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 import type { NodeShortfall, PlacementError } from './errors.js';
-import { contextCeiling, formatBytes, fullShare, requiredFreeBytes, type KvCacheType, type MemoryEstimate, type MemoryOptions } from './memory.js';
+import { contextCeiling, fullShare, requiredFreeBytes, type KvCacheType, type MemoryEstimate, type MemoryOptions } from './memory.js';
 import type { BackendChoice, ClusterNode, KnownNode } from './nodes.js';
 import { DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S, predictDecode, type SpeedPrediction } from './speed.js';
 

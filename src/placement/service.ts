@@ -2,7 +2,7 @@
 // runs the pure planner, and turns plans into PlaceInstance / EndInstance commands. Any node can place;
 // the master only checks the decision against the roster (decide.ts).
 
-import { ShoalError } from '../common/errors.js';
+import { errorMessage, ShoalError } from '../common/errors.js';
 import { newInstanceId, type InstanceId, type NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import type { ModelCapability } from '../wire/capability.js';
@@ -166,7 +166,7 @@ export class PlacementService {
     try {
       return { card, facts: await readGgufFacts(path), path };
     } catch (error) {
-      throw new ShoalError('MODEL_FAILED', `cannot read the GGUF header of '${modelId}' at ${path}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw new ShoalError('MODEL_FAILED', `cannot read the GGUF header of '${modelId}' at ${path}: ${errorMessage(error)}`, { cause: error });
     }
   }
 
@@ -211,7 +211,7 @@ export class PlacementService {
     try {
       model = await this.modelFacts(instance.modelId);
     } catch (error) {
-      await this.submitEnd(instance, 'failed', `could not re-place after ${why} on ${nodeId}: ${error instanceof Error ? error.message : String(error)}`, null);
+      await this.submitEnd(instance, 'failed', `could not re-place after ${why} on ${nodeId}: ${errorMessage(error)}`, null);
       return;
     }
     // The instance being replaced gives its memory back: count its parts as free where they are.

@@ -10,13 +10,13 @@
 // bytesRead(part) = its layers' bytes, plus for the part holding the output: the output head and final
 // norm (and the embedding table when the head is tied to it; otherwise a token reads one embedding row,
 // which is nothing). It ignores KV reads, which grow with the filled context: it is a short-context,
-// memory-bound estimate. Checked against STACK-NOTES (200M f16, 2 cores, 31 GB/s): it predicts ~92 tok/s
+// memory-bound estimate. Checked against docs/STACK-NOTES.md (200M f16, 2 cores, 31 GB/s): it predicts ~92 tok/s
 // where llama-server measured ~110; through one RPC hop the measured slowdown was 1.7-2.2 ms per token.
 
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 import { shareWeightsBytes, type LayerShare } from './memory.js';
 
-/** Memory read bandwidth measured on the 2-core reference machines (STACK-NOTES); used when a node has none. */
+/** Memory read bandwidth measured on the 2-core reference machines (docs/STACK-NOTES.md); used when a node has none. */
 export const DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S = 31e9;
 /** Gigabit Ethernet, when a node has not measured its link. */
 export const DEFAULT_LINK_BYTES_PER_S = 125e6;

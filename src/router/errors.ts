@@ -58,3 +58,7 @@ export function isRouterError(error: unknown): error is RouterError {
 export function knownErrorCode(code: unknown): ErrorCode {
   return typeof code === 'string' && (ERROR_CODES as readonly string[]).includes(code) ? (code as ErrorCode) : 'INTERNAL';
 }
+
+export function errorOf(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}

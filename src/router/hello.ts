@@ -8,7 +8,7 @@ export { WIRE_VERSION };
 
 export const HELLO_PROTOCOL = '/shoal/hello/1';
 export const INVITE_PROTOCOL = '/shoal/invite/1';
-/** The only Shoal protocols a peer outside the roster may open (see host.ts, "Admission"). */
+/** The only Shoal protocols a peer outside the roster may open (see admission.ts). */
 export const NON_MEMBER_PROTOCOLS: readonly string[] = [HELLO_PROTOCOL, INVITE_PROTOCOL];
 export const HELLO_MAX_BYTES = 8 * 1024;
 

@@ -1,7 +1,8 @@
 import '../polyfill.js';
 
 export { createRouter, DEFAULT_P2P_PORT, MDNS_SERVICE_TAG } from './host.js';
-export type { Router, RouterOptions, RouterServices, RouterStats, RosterEntry, ConnectedPeer, DiscoveredPeer } from './host.js';
+export type { Router, RouterOptions, RouterServices, RouterStats, ConnectedPeer } from './host.js';
+export type { RosterEntry, DiscoveredPeer } from './roster.js';
 export { RouterError, isRouterError } from './errors.js';
 export type { RouterFailure } from './errors.js';
 export { DEFAULT_MAX_MESSAGE_BYTES } from './framing.js';

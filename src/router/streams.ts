@@ -1,7 +1,7 @@
 import '../polyfill.js';
 import type { Connection, Stream } from '@libp2p/interface';
 import { z } from 'zod';
-import { isShoalError } from '../common/errors.js';
+import { isShoalError, errorMessage } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { ipOfMultiaddr } from './direct-socket.js';
 import { RouterError, knownErrorCode } from './errors.js';
@@ -249,7 +249,7 @@ async function serveRequest(channel: FrameChannel<unknown>, handler: RequestHand
     } catch (error) {
       answer = isShoalError(error)
         ? { ok: false, code: error.code, message: error.message.slice(0, 4096) }
-        : { ok: false, code: 'INTERNAL', message: `the ${ctx.protocol} handler failed: ${error instanceof Error ? error.message : String(error)}`.slice(0, 4096) };
+        : { ok: false, code: 'INTERNAL', message: `the ${ctx.protocol} handler failed: ${errorMessage(error)}`.slice(0, 4096) };
     }
   }
   await channel.send(answer, { signal: ctx.signal });

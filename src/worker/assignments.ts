@@ -3,6 +3,7 @@
 import type { InstanceId, NodeId } from '../common/ids.js';
 import type { InstancePlacement, InstanceState } from '../master/state/instances.js';
 import type { ClusterState } from '../master/state/state.js';
+import { formatBytes } from '../common/format-bytes.js';
 
 /**
  * The memory guard refuses a part only on a real shortfall: the plan's estimate already carries an
@@ -56,9 +57,8 @@ export type GuardVerdict = { ok: true } | { ok: false; message: string };
 export function memoryGuard(estimatedBytes: number, offerBytes: number): GuardVerdict {
   const floor = estimatedBytes * (1 - MEMORY_GUARD_TOLERANCE);
   if (offerBytes >= floor) return { ok: true };
-  const mib = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
   return {
     ok: false,
-    message: `this part needs about ${mib(estimatedBytes)} and the node can offer ${mib(offerBytes)} now (refused below ${mib(floor)}, ${MEMORY_GUARD_TOLERANCE * 100}% tolerance)`,
+    message: `this part needs about ${formatBytes(estimatedBytes)} and the node can offer ${formatBytes(offerBytes)} now (refused below ${formatBytes(floor)}, ${MEMORY_GUARD_TOLERANCE * 100}% tolerance)`,
   };
 }

@@ -12,6 +12,11 @@ export interface NodeEngines extends EngineFactory {
   donorPort(instanceId: InstanceId): number | null;
 }
 
+/** The rpc donor ports `/shoal/rpc-tunnel/1` reaches: none on a node whose engines are not built. */
+export function donorPorts(engines: NodeEngines | null): (instanceId: InstanceId) => number | null {
+  return (instanceId) => engines?.donorPort(instanceId) ?? null;
+}
+
 /** Backend tags this node advertises: node-llama-cpp always; llama-server and rpc when built. */
 export function offeredBackends(enginesBuilt: boolean): string[] {
   return enginesBuilt ? ['llama_cpp-cpu', 'llama_server-cpu', 'rpc-cpu'] : ['llama_cpp-cpu'];

@@ -3,16 +3,17 @@
 // drivers to their donors through RPC tunnels, and — on the master — re-places instances that lost a node.
 
 import { performance } from 'node:perf_hooks';
-import { ShoalError } from '../common/errors.js';
+import { ShoalError, errorMessage } from '../common/errors.js';
 import type { InstanceId, ModelId, NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import type { ModelCapability } from '../wire/capability.js';
 import { engineOf } from '../models/cards/card.js';
 import type { InstanceState } from '../master/state/instances.js';
 import type { ClusterState } from '../master/state/state.js';
-import type { RunnerReport } from '../master/core/messages.js';
+import type { RunnerReport } from '../wire/telemetry.js';
 import { assignmentsFor, memoryGuard, nextActions, type Assignment } from './assignments.js';
-import type { InstanceRunner, Worker } from './worker.js';
+import type { InstanceRunner } from './runner-contract.js';
+import type { Worker } from './worker.js';
 import type { PlacementService } from '../placement/service.js';
 
 /** How long a driver waits for its donors to report ready before it gives up on the placement. */
@@ -69,9 +70,6 @@ export interface InstanceHostOptions {
   tunnels: RpcTunnels;
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 export class InstanceHost implements AsyncDisposable {
   private readonly starting = new Map<InstanceId, AbortController>();
@@ -150,7 +148,7 @@ export class InstanceHost implements AsyncDisposable {
       .catch((error: unknown) => {
         void this.closeExtras(instance.instanceId);
         if (controller.signal.aborted) return;
-        log.error({ err: error }, `could not start an instance part: ${describe(error)}`);
+        log.error({ err: error }, `could not start an instance part: ${errorMessage(error)}`);
       })
       .finally(() => {
         if (this.starting.get(instance.instanceId) === controller) this.starting.delete(instance.instanceId);
@@ -174,7 +172,7 @@ export class InstanceHost implements AsyncDisposable {
       modelPath = await this.options.modelPath(instance.modelId, signal);
     } catch (error) {
       if (signal.aborted) throw error;
-      log.warn(`could not get the model file: ${describe(error)}; re-placing without this node`);
+      log.warn(`could not get the model file: ${errorMessage(error)}; re-placing without this node`);
       await this.once(instance, () => this.options.placement.replace(instance, this.options.selfId, 'download-failed'));
       throw error;
     }
@@ -261,7 +259,7 @@ export class InstanceHost implements AsyncDisposable {
       await run();
     } catch (error) {
       // Another node may have re-placed it first (INSTANCE_NOT_FOUND): that is the outcome wanted.
-      this.options.log.warn({ instanceId: instance.instanceId, err: error }, `re-placement not recorded: ${describe(error)}`);
+      this.options.log.warn({ instanceId: instance.instanceId, err: error }, `re-placement not recorded: ${errorMessage(error)}`);
     }
   }
 

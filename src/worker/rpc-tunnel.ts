@@ -1,7 +1,7 @@
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { z } from 'zod';
-import { ShoalError } from '../common/errors.js';
+import { ShoalError, errorMessage } from '../common/errors.js';
 import { InstanceId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import { knownErrorCode } from '../router/errors.js';
@@ -108,7 +108,7 @@ function pipe(socket: Socket, channel: FrameChannel<unknown>, isData: (frame: un
     };
     const onChannelAbort = (): void => {
       const reason: unknown = channel.signal.reason;
-      fail(new PipeError('remote', `the tunnel stream failed: ${reason instanceof Error ? reason.message : String(reason)}`, { cause: reason }));
+      fail(new PipeError('remote', `the tunnel stream failed: ${errorMessage(reason)}`, { cause: reason }));
     };
     const onSocketError = (error: Error): void => fail(new PipeError('local', `the socket failed: ${error.message}`, { cause: error }));
     const onSocketClose = (): void => {
@@ -134,7 +134,7 @@ function pipe(socket: Socket, channel: FrameChannel<unknown>, isData: (frame: un
         .then(() => {
           if (!settled) socket.resume();
         });
-      sending.catch((error: unknown) => fail(new PipeError('remote', `sending into the tunnel failed: ${messageOf(error)}`, { cause: error })));
+      sending.catch((error: unknown) => fail(new PipeError('remote', `sending into the tunnel failed: ${errorMessage(error)}`, { cause: error })));
     };
     const onEnd = (): void => {
       sending
@@ -143,7 +143,7 @@ function pipe(socket: Socket, channel: FrameChannel<unknown>, isData: (frame: un
           upstreamDone = true;
           maybeDone();
         })
-        .catch((error: unknown) => fail(new PipeError('remote', `closing the tunnel stream failed: ${messageOf(error)}`, { cause: error })));
+        .catch((error: unknown) => fail(new PipeError('remote', `closing the tunnel stream failed: ${errorMessage(error)}`, { cause: error })));
     };
 
     // stream -> socket
@@ -169,7 +169,7 @@ function pipe(socket: Socket, channel: FrameChannel<unknown>, isData: (frame: un
     else if (socket.destroyed) onSocketClose();
     else socket.resume();
     downstream().catch((error: unknown) => {
-      fail(error instanceof PipeError ? error : new PipeError('remote', `reading the tunnel stream failed: ${messageOf(error)}`, { cause: error }));
+      fail(error instanceof PipeError ? error : new PipeError('remote', `reading the tunnel stream failed: ${errorMessage(error)}`, { cause: error }));
     });
   });
 }
@@ -193,7 +193,7 @@ function splice(local: Socket, direct: TLSSocket, channel: FrameChannel<unknown>
     };
     const onAbort = (): void => {
       const reason: unknown = channel.signal.reason;
-      fail(new PipeError('remote', `the tunnel stream failed: ${messageOf(reason)}`, { cause: reason }));
+      fail(new PipeError('remote', `the tunnel stream failed: ${errorMessage(reason)}`, { cause: reason }));
     };
     const onClose = (): void => {
       open -= 1;
@@ -250,9 +250,6 @@ function isBytes(frame: unknown): frame is Uint8Array {
   return frame instanceof Uint8Array;
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 export interface ServeRpcTunnelOptions {
   log?: Logger;
@@ -285,7 +282,7 @@ export async function serveRpcTunnel(router: Router, lookup: (instanceId: Instan
       try {
         socket = await connectLocal(port, AbortSignal.any([ctx.signal, AbortSignal.timeout(RPC_TUNNEL_CONNECT_TIMEOUT_MS)]));
       } catch (error) {
-        const message = `could not connect to the RPC server of instance ${first.instanceId} at 127.0.0.1:${port} on node ${router.nodeId}: ${messageOf(error)}`;
+        const message = `could not connect to the RPC server of instance ${first.instanceId} at 127.0.0.1:${port} on node ${router.nodeId}: ${errorMessage(error)}`;
         log?.warn({ instanceId: first.instanceId, port, from: ctx.from, err: error }, message);
         await channel.send({ type: 'error', code: 'INSTANCE_LOST', message: message.slice(0, MAX_ERROR_MESSAGE_CHARS) });
         return;
@@ -411,7 +408,7 @@ export async function openRpcTunnel(router: Router, donorNodeId: string, instanc
       });
     } catch (error) {
       reset(socket);
-      breakWith(`could not open a tunnel stream: ${messageOf(error)}`, error);
+      breakWith(`could not open a tunnel stream: ${errorMessage(error)}`, error);
       return;
     }
     if (broken !== null || closed || socket.destroyed) {
@@ -442,7 +439,7 @@ export async function openRpcTunnel(router: Router, donorNodeId: string, instanc
       reset(socket);
       channel.abort(new RouterError('aborted', `the tunnel to ${where} failed`));
       // llama-server dropping its own connection is its business; the donor's side failing is ours.
-      if (!(error instanceof PipeError && error.side === 'local')) breakWith(messageOf(error), error);
+      if (!(error instanceof PipeError && error.side === 'local')) breakWith(errorMessage(error), error);
       else log?.debug({ donor: donorNodeId, instanceId, err: error }, 'llama-server closed an RPC tunnel connection abruptly');
     } finally {
       channels.delete(channel);
@@ -483,7 +480,7 @@ export async function openRpcTunnel(router: Router, donorNodeId: string, instanc
     });
   } catch (error) {
     stopWatching();
-    throw new ShoalError('INTERNAL', `could not listen on 127.0.0.1 for the RPC tunnel to ${where}: ${messageOf(error)}`, { cause: error });
+    throw new ShoalError('INTERNAL', `could not listen on 127.0.0.1 for the RPC tunnel to ${where}: ${errorMessage(error)}`, { cause: error });
   }
   server.on('error', (error) => log?.warn({ err: error }, `the RPC tunnel listener for ${where} failed`));
   const port = (server.address() as AddressInfo).port;

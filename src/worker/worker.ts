@@ -1,10 +1,10 @@
 import { newInstanceId, type InstanceId, type ModelId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import type { ModelCapability } from '../wire/capability.js';
-import type { InstanceRole } from '../master/state/instances.js';
-import type { RunnerTask, TaskEvent } from '../wire/task.js';
+import type { InstanceRole } from '../wire/instance-role.js';
+import type { InstanceRunner, RunnerStatus } from './runner-contract.js';
 import type { GpuChoice } from './runner/protocol.js';
-import { RunnerSupervisor, type RunnerStatus } from './runner/supervisor.js';
+import { RunnerSupervisor } from './runner/supervisor.js';
 
 export interface WorkerOptions {
   log: Logger;
@@ -15,17 +15,6 @@ export interface WorkerOptions {
   contextSize: number;
   /** Concurrent requests per instance, batched as sequences of one context (the default model's instance). */
   sequences: number;
-}
-
-/**
- * What the worker holds per instance part, whatever the engine: the node-llama-cpp runner child, a
- * managed llama-server, or an rpc donor (which serves no requests itself: `run` is absent).
- */
-export interface InstanceRunner {
-  status(): RunnerStatus;
-  whenReady(signal?: AbortSignal): Promise<void>;
-  run?(task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent>;
-  stop(): Promise<void>;
 }
 
 export interface LocalInstance {
@@ -116,22 +105,6 @@ export class Worker implements AsyncDisposable {
 
   changed(): void {
     for (const listener of this.listeners) listener();
-  }
-
-  /** The instance serving `modelId` with the fewest requests in flight, preferring ready ones. */
-  instanceFor(modelId: ModelId): LocalInstance | undefined {
-    let best: LocalInstance | undefined;
-    let bestScore = Infinity;
-    for (const instance of this.instances.values()) {
-      if (instance.modelId !== modelId || instance.runner.run === undefined) continue;
-      const status = instance.runner.status();
-      const score = (status.state === 'ready' ? 0 : 1_000_000) + status.inFlight + status.queued;
-      if (score < bestScore) {
-        best = instance;
-        bestScore = score;
-      }
-    }
-    return best;
   }
 
   status(): InstanceStatus[] {

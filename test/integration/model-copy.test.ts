@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { StatusView } from '../../src/api/control/control.js';
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
-import type { ClusterRemoveResult, DownloadView, ModelView, NodeRemoval, StorageView } from '../../src/models/service.js';
+import type { ClusterRemoveResult, DownloadView, ModelView, NodeRemoval, StorageView } from '../../src/models/views.js';
 import { eventually, shoal, status } from '../support/cli.js';
 import { ggufFixture, HubServer } from '../support/hub-server.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { readCardFile } from '../../src/models/cards/parse.js';
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
-import type { AddResult, DownloadView, ModelListView, RemoveResult, SearchView, StorageView } from '../../src/models/service.js';
+import type { AddResult, DownloadView, ModelListView, RemoveResult, SearchView, StorageView } from '../../src/models/views.js';
 import { eventually, shoal } from '../support/cli.js';
 import { ggufFixture, HubServer } from '../support/hub-server.js';
 import { CLI_PATH, freePort, startTestNode, type TestNode } from '../support/node-process.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import type { StatusView } from '../../src/api/control/control.js';
-import type { DownloadView } from '../../src/models/service.js';
+import type { DownloadView } from '../../src/models/views.js';
 import { ggufFixture } from '../support/hub-server.js';
 import { eventually } from '../support/cli.js';
 import { lanCli, lanStatus, startLanNode, type LanNode } from '../support/lan-node.js';

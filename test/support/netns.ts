@@ -1,5 +1,5 @@
 /**
- * Multi-host test harness (testing tier 4, DESIGN.md section 10): a private LAN of network namespaces.
+ * Multi-host test harness (testing tier 4, docs/DESIGN.md section 10): a private LAN of network namespaces.
  *
  * Topology of one LAN (everything named `shl<id>-<pid>-…` / `shl<id>…`, id random per LAN):
  *

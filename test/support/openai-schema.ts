@@ -11,6 +11,7 @@ import { AssertionError } from 'node:assert';
 import Ajv2020Module from 'ajv/dist/2020.js';
 import type { ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import { errorMessage } from '../../src/common/errors.js';
 
 // Both packages are CommonJS whose `module.exports` is also reachable as `.default`; under NodeNext the
 // default import is `module.exports`, so the class and plugin are taken from `.default` explicitly.
@@ -58,7 +59,7 @@ function loadFixture(): OpenAISchemaFixture {
   }
   throw new Error(
     `cannot load the OpenAI schema fixture (run \`node scripts/extract-openai-schemas.mjs\`): ${
-      lastError instanceof Error ? lastError.message : String(lastError)
+      errorMessage(lastError)
     }`,
   );
 }

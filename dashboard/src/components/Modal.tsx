@@ -1,6 +1,7 @@
 // A modal dialog, and a button that asks for confirmation before it acts.
 
 import { useEffect, useRef, useState, type ReactNode } from 'react';
+import { errorMessage } from '../../../src/common/errors.js';
 import { useNotify } from './Notice.js';
 
 export function Modal({ title, children, onClose, actions }: { title: string; children: ReactNode; onClose: () => void; actions: ReactNode }): ReactNode {
@@ -35,7 +36,7 @@ export function useAction(): [boolean, (action: () => Promise<unknown>, done?: s
       if (done) notify('ok', done);
       return true;
     } catch (error) {
-      notify('error', error instanceof Error ? error.message : String(error));
+      notify('error', errorMessage(error));
       return false;
     } finally {
       setBusy(false);

@@ -59,20 +59,10 @@ function graphNodes(state: StateView): GraphNode[] {
   return members;
 }
 
-/** Pairs of node ids joined by a line: the links the node reports, else every pair of live members. */
+/** Pairs of node ids joined by a line: the links the node reports between the nodes drawn. */
 function edges(state: StateView, nodes: GraphNode[]): [string, string][] {
   const ids = new Set(nodes.map((n) => n.nodeId));
-  if (Array.isArray(state.links)) {
-    const out: [string, string][] = [];
-    for (const link of state.links) {
-      const pair: [string, string] = typeof link === 'string' ? [state.nodeId, link] : [link.from, link.to];
-      if (ids.has(pair[0]) && ids.has(pair[1])) out.push(pair);
-    }
-    return out;
-  }
-  const out: [string, string][] = [];
-  for (let i = 0; i < nodes.length; i += 1) for (let j = i + 1; j < nodes.length; j += 1) out.push([nodes[i]!.nodeId, nodes[j]!.nodeId]);
-  return out;
+  return state.links.filter((link) => ids.has(link.from) && ids.has(link.to)).map((link) => [link.from, link.to]);
 }
 
 function Bar({ x, y, label, fraction, text }: { x: number; y: number; label: string; fraction: number | null; text: string }): ReactNode {
@@ -116,7 +106,7 @@ export function Topology({ state }: { state: StateView }): ReactNode {
       })}
       {nodes.map((node) => {
         const p = at.get(node.nodeId)!;
-        const usage = usageOf(state.resources?.[node.nodeId]);
+        const usage = usageOf(state.resources[node.nodeId]);
         const title = `${node.name} (${node.nodeId})\nFingerprint ${node.fingerprint}\n${HEALTH_WORDS[node.health.level] ?? node.health.level}${node.health.reasons.length ? `\n\n${healthTitle(node.health)}` : ''}`;
         return (
           <g key={node.nodeId} transform={`translate(${p.x - BOX_W / 2},${p.y - BOX_H / 2})`} className={`topo-node health-${node.health.level}`} data-member={node.nodeId} data-self={node.isSelf || undefined} data-master={node.isMaster || undefined}>

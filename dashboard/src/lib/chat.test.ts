@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AnswerClock, errorMessage, readChatChunk } from './chat.js';
+import { AnswerClock, readChatChunk, responseErrorMessage } from './chat.js';
 
 test('stream chunks: content, reasoning, usage, errors and [DONE]', () => {
   assert.equal(readChatChunk('{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}').content, 'Hi');
@@ -15,9 +15,9 @@ test('stream chunks: content, reasoning, usage, errors and [DONE]', () => {
 });
 
 test('error bodies of every API family give their message', () => {
-  assert.equal(errorMessage(404, { error: { message: 'no such model', type: 'invalid_request_error' } }), 'no such model');
-  assert.equal(errorMessage(400, { error: 'bad' }), 'bad');
-  assert.equal(errorMessage(502, 'gateway'), 'the node answered HTTP 502');
+  assert.equal(responseErrorMessage(404, { error: { message: 'no such model', type: 'invalid_request_error' } }), 'no such model');
+  assert.equal(responseErrorMessage(400, { error: 'bad' }), 'bad');
+  assert.equal(responseErrorMessage(502, 'gateway'), 'the node answered HTTP 502');
 });
 
 test('time to first token counts from the request; speed counts from the first token', () => {

@@ -46,7 +46,7 @@ export function readChatChunk(data: string): ChatChunk {
 }
 
 /** The message of an error body from any of the node's API families, or a fallback naming the status. */
-export function errorMessage(status: number, body: unknown): string {
+export function responseErrorMessage(status: number, body: unknown): string {
   const root = record(body);
   const error = root ? record(root.error) : null;
   if (error && typeof error.message === 'string') return error.message;

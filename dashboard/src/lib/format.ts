@@ -1,18 +1,11 @@
 // Numbers as people read them on the dashboard.
 
-const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+import { formatBytes as formatNodeBytes } from '../../../src/common/format-bytes.js';
 
-/** 1536 -> "1.5 KiB": three significant digits, binary units (what memory and GGUF sizes use). */
+/** The node's own formatting (three significant digits, binary units), or a dash for a reading not there. */
 export function formatBytes(bytes: number | null | undefined): string {
   if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) return '–';
-  let value = bytes;
-  let unit = 0;
-  while (Math.abs(value) >= 1024 && unit < UNITS.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  if (unit === 0) return `${Math.round(value)} B`;
-  return `${value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2)} ${UNITS[unit]}`;
+  return formatNodeBytes(bytes);
 }
 
 /** A rate or measurement with at most three significant digits: 0.0123 -> "0.0123", 1234.5 -> "1235", 0.50 -> "0.5". */

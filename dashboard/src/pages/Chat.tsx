@@ -4,6 +4,7 @@
 // conversation is kept in this browser.
 
 import { useCallback, useEffect, useRef, useState, type ReactNode } from 'react';
+import { errorMessage } from '../../../src/common/errors.js';
 import { getApiKey, inference, inferenceGet, readEvents, setApiKey } from '../api.js';
 import { Empty, ErrorBox } from '../components/Bits.js';
 import { Markdown } from '../components/Markdown.js';
@@ -104,7 +105,7 @@ export function ChatPage(): ReactNode {
   const [keyInput, setKeyInput] = useState(getApiKey() ?? '');
   const abortRef = useRef<AbortController | null>(null);
   const endRef = useRef<HTMLDivElement>(null);
-  const instanceCount = (state?.instances?.length ?? 0) + (state?.models?.length ?? 0);
+  const instanceCount = (state?.instances.length ?? 0) + (state?.models.length ?? 0);
   // A model is ready when any of its runners is (cluster instances, or this node's own runners).
   const readiness = new Map<string, boolean>();
   for (const m of state?.models ?? []) readiness.set(m.modelId, readiness.get(m.modelId) === true || m.state === 'ready');
@@ -132,7 +133,7 @@ export function ChatPage(): ReactNode {
       setModelsError(null);
       setConversation((c) => (ids.length > 0 && !ids.includes(c.model) ? { ...c, model: ids[0]! } : c));
     } catch (e) {
-      setModelsError(e instanceof Error ? e.message : String(e));
+      setModelsError(errorMessage(e));
     }
   }, []);
   useEffect(() => {
@@ -194,7 +195,7 @@ export function ChatPage(): ReactNode {
         controller.signal,
       );
     } catch (e) {
-      if (!controller.signal.aborted) failure = e instanceof Error ? e.message : String(e);
+      if (!controller.signal.aborted) failure = errorMessage(e);
     } finally {
       abortRef.current = null;
       setStreaming(false);

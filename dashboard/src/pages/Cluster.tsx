@@ -69,7 +69,7 @@ function Members({ state }: { state: StateView }): ReactNode {
   return (
     <div className="rows">
       {state.members.map((m) => {
-        const usage = usageOf(state.resources?.[m.nodeId]);
+        const usage = usageOf(state.resources[m.nodeId]);
         return (
           <div key={m.nodeId} className="row member" data-member-row={m.nodeId}>
             <div className="row-main">

@@ -4,6 +4,7 @@
 // (`event: metrics` on /events) is added to it.
 
 import { useEffect, useState, type ReactNode } from 'react';
+import { errorMessage } from '../../../src/common/errors.js';
 import { api } from '../api.js';
 import { Empty, ErrorBox } from '../components/Bits.js';
 import { LineChart } from '../components/LineChart.js';
@@ -40,7 +41,7 @@ export function MetricsPage({ params }: { params: Record<string, string> }): Rea
         setError(null);
       })
       .catch((e: unknown) => {
-        if (!controller.signal.aborted) setError(e instanceof Error ? e.message : String(e));
+        if (!controller.signal.aborted) setError(errorMessage(e));
       });
     return () => controller.abort();
   }, [node]);

@@ -2,12 +2,13 @@
 // cards on this node, Hugging Face search and add, and launching with a placement preview.
 
 import { useCallback, useEffect, useRef, useState, type ReactNode } from 'react';
+import { errorMessage } from '../../../src/common/errors.js';
 import { api, ApiError } from '../api.js';
 import { Empty, ErrorBox, ProgressBar, StateBadge } from '../components/Bits.js';
 import { ActionButton, ConfirmButton, Modal, useAction } from '../components/Modal.js';
 import { useNotify } from '../components/Notice.js';
 import { formatBytes, formatNumber, formatPercent } from '../lib/format.js';
-import type { DownloadView, InstanceView, LocalModelView, ModelView, PlacementErrorView, PlanView, SearchResultView } from '../lib/types.js';
+import type { DownloadListView, DownloadView, InstanceView, LocalModelView, ModelListView, ModelView, PlacementErrorView, PlanView, SearchResultView } from '../lib/types.js';
 import { describePlacementError, roleWords, SHAPE_WORDS } from '../lib/words.js';
 import { useLive, useNodeNames } from '../live.js';
 
@@ -145,7 +146,7 @@ function LaunchDialog({ model, onClose }: { model: ModelView; onClose: () => voi
             setError(null);
           } else {
             setFailure(null);
-            setError(e instanceof Error ? e.message : String(e));
+            setError(errorMessage(e));
           }
         })
         .finally(() => !controller.signal.aborted && setPreviewing(false));
@@ -234,7 +235,7 @@ function LocalRunners({ models }: { models: LocalModelView[] }): ReactNode {
               <span className="tag">This node only</span>
             </div>
             <div className="muted small">
-              The node&apos;s default model{m.inFlight !== undefined ? ` · ${m.inFlight} in flight, ${m.queued ?? 0} waiting` : ''}
+              The node&apos;s default model · {m.inFlight} in flight, {m.queued} waiting
               {m.reason ? ` · ${m.reason}` : ''}
             </div>
           </div>
@@ -248,9 +249,9 @@ function Instances(): ReactNode {
   const { state, refresh } = useLive();
   const name = useNodeNames();
   if (!state) return null;
-  const instances = state.instances ?? [];
+  const instances = state.instances;
   const clusterIds = new Set(instances.map((i) => i.instanceId));
-  const local = (state.models ?? []).filter((m) => !clusterIds.has(m.instanceId));
+  const local = state.models.filter((m) => !clusterIds.has(m.instanceId));
   if (instances.length === 0 && local.length === 0) return <Empty>No model is running. Launch one from the cards below.</Empty>;
   return (
     <div className="rows">
@@ -358,7 +359,7 @@ function ModelCard({ model, onLaunch, onChanged }: { model: ModelView; onLaunch:
           {model.facts.architecture} · {model.facts.blockCount} layers · trained context {model.facts.trainedContext}
         </div>
       )}
-      {model.source?.repo && <div className="small muted wrap">{model.source.repo}</div>}
+      {model.source?.kind === 'huggingface' && <div className="small muted wrap">{model.source.repo}</div>}
       {downloading && model.download && <ProgressBar done={model.download.doneBytes} total={model.download.totalBytes} label={`Download of ${model.id}`} />}
       <div className="row-actions">
         <button type="button" className="primary" onClick={onLaunch}>
@@ -489,9 +490,8 @@ function HubSearch({ onAdded }: { onAdded: () => Promise<void> }): ReactNode {
 const DOWNLOAD_REFRESH_MS = 1000;
 
 export function ModelsPage(): ReactNode {
-  const { state } = useLive();
   const [models, setModels] = useState<ModelView[] | null>(null);
-  const [cardErrors, setCardErrors] = useState<{ file: string; message: string }[]>([]);
+  const [cardErrors, setCardErrors] = useState<ModelListView['errors']>([]);
   const [downloads, setDownloads] = useState<DownloadView[]>([]);
   const [error, setError] = useState<string | null>(null);
   const [launching, setLaunching] = useState<ModelView | null>(null);
@@ -499,14 +499,14 @@ export function ModelsPage(): ReactNode {
 
   const load = useCallback(async () => {
     try {
-      const [list, dl] = await Promise.all([api<{ models: ModelView[]; errors: { file: string; message: string }[] }>('GET', 'models'), api<{ downloads: DownloadView[] }>('GET', 'models/downloads')]);
+      const [list, dl] = await Promise.all([api<ModelListView>('GET', 'models'), api<DownloadListView>('GET', 'models/downloads')]);
       if (!mounted.current) return;
       setModels(list.models);
       setCardErrors(list.errors);
       setDownloads(dl.downloads);
       setError(null);
     } catch (e) {
-      if (mounted.current) setError(e instanceof Error ? e.message : String(e));
+      if (mounted.current) setError(errorMessage(e));
     }
   }, []);
 
@@ -518,7 +518,7 @@ export function ModelsPage(): ReactNode {
     };
   }, [load]);
 
-  const active = (state?.downloads ?? downloads).some((d) => d.state === 'downloading' || d.state === 'resolving');
+  const active = downloads.some((d) => d.state === 'downloading' || d.state === 'resolving');
   useEffect(() => {
     if (!active) return;
     const timer = setInterval(() => void load(), DOWNLOAD_REFRESH_MS);
@@ -535,7 +535,7 @@ export function ModelsPage(): ReactNode {
         <h2 id="running-title">Running</h2>
         <Instances />
       </section>
-      <Downloads downloads={state?.downloads ?? downloads} />
+      <Downloads downloads={downloads} />
       <section className="card" aria-labelledby="cards-title">
         <h2 id="cards-title">Models</h2>
         {error && <ErrorBox title="Cannot list the models">{error}</ErrorBox>}

@@ -3,7 +3,7 @@ import { ShoalError, toShoalError } from '../../common/errors.js';
 import type { InferenceTask, TaskEvent } from '../../wire/task.js';
 import type { Dispatcher } from '../dispatch.js';
 import { fromFastifyError } from '../fastify-errors.js';
-import type { FamilyOptions } from '../server.js';
+import type { FamilyOptions } from '../family.js';
 import { clientAbortSignal, SSE_HEADERS, startTask, type StartedTask } from '../stream.js';
 import { parseBody } from '../validation.js';
 import { toAnthropicError } from './errors.js';

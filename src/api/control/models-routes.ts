@@ -1,15 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ShoalError } from '../../common/errors.js';
+import { ClusterRemoveError } from '../../models/cluster-remove-error.js';
 import { ModelsError, type ModelsErrorReason } from '../../models/hub/errors.js';
-import { ClusterRemoveError, type ModelsService } from '../../models/service.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import { parseBody } from '../validation.js';
 import { controlStatus } from './errors.js';
+import type { ModelsControl } from './models-port.js';
 import { checkAdmin } from './routes.js';
 
 export interface ModelsRoutesOptions {
-  models: ModelsService;
+  models: ModelsControl;
   /** This start's admin token; callers not on loopback must present it (as for the control routes). */
   adminToken: string;
 }
@@ -31,15 +32,28 @@ const REASON_STATUS: Record<ModelsErrorReason, number> = {
   INVALID_NAME: 400,
 };
 
-export function modelsStatus(error: ShoalError): number {
-  return error instanceof ModelsError ? REASON_STATUS[error.reason] : controlStatus(error);
+/** The models reason of a failure: a ModelsError's own, or that of why a cluster-wide removal removed nothing. */
+function reasonOf(error: ShoalError): ModelsErrorReason | null {
+  if (error instanceof ModelsError) return error.reason;
+  if (error instanceof ClusterRemoveError) return error.reason;
+  return null;
 }
 
-/** `{error: {code, message}}` like every control route, plus `reason` for a models failure and any `extra` fields. */
+export function modelsStatus(error: ShoalError): number {
+  const reason = reasonOf(error);
+  return reason !== null ? REASON_STATUS[reason] : controlStatus(error);
+}
+
+/**
+ * `{error: {code, message}}` like every control route, plus `reason` for a models failure, `nodes`
+ * (what each member did) for a cluster-wide removal, and any `extra` fields.
+ */
 export function sendModelsError(reply: FastifyReply, error: ShoalError, status?: number, extra: Record<string, unknown> = {}): FastifyReply {
   const code = status ?? modelsStatus(error);
-  if (code >= 500 && !(error instanceof ModelsError)) reply.log.error({ err: error.cause ?? error }, error.message);
-  return reply.code(code).send({ error: { code: error.code, message: error.message, ...(error instanceof ModelsError ? { reason: error.reason } : {}), ...extra } });
+  const reason = reasonOf(error);
+  if (code >= 500 && reason === null) reply.log.error({ err: error.cause ?? error }, error.message);
+  const nodes = error instanceof ClusterRemoveError ? { nodes: error.nodes } : {};
+  return reply.code(code).send({ error: { code: error.code, message: error.message, ...(reason !== null ? { reason } : {}), ...nodes, ...extra } });
 }
 
 const SearchQuery = z.strictObject({
@@ -94,15 +108,10 @@ export async function modelsRoutes(app: FastifyInstance, options: ModelsRoutesOp
   app.get('/models/*', async (request) => models.get(idParam(request)));
   // Every member that holds the model removes it; `nodes` says what each did (also in the error body when
   // none did). `?local=1`: this node only, as a node outside any cluster does.
-  app.delete('/models/*', async (request, reply) => {
+  app.delete('/models/*', async (request) => {
     const { local } = parseBody(DeleteQuery, request.query ?? {});
-    try {
-      if (local === '1' || local === 'true') return await models.remove(idParam(request));
-      return await models.removeEverywhere(idParam(request));
-    } catch (error) {
-      if (error instanceof ClusterRemoveError) return sendModelsError(reply, error.error, undefined, { nodes: error.nodes });
-      throw error;
-    }
+    if (local === '1' || local === 'true') return models.remove(idParam(request));
+    return models.removeEverywhere(idParam(request));
   });
   app.get('/store/storage', async () => models.storage());
 }

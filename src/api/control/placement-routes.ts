@@ -2,32 +2,11 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ShoalError } from '../../common/errors.js';
 import type { PlacementError } from '../../placement/errors.js';
-import type { Plan } from '../../placement/planner.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import { parseBody } from '../validation.js';
+import { PlaceBody, type PlacementControl } from './placement-port.js';
 import { checkAdmin, sendControlError } from './routes.js';
 
-/** What the placement routes need from the node. */
-export interface PlacementControl {
-  /** The plan, or the planner's typed reason it cannot be placed. */
-  plan(request: PlaceBody): Promise<{ ok: true; plan: Plan } | { ok: false; error: PlacementError }>;
-  /** Places it; throws a ShoalError carrying `placement` when the planner refuses. */
-  place(request: PlaceBody): Promise<unknown>;
-  end(instanceId: string): Promise<void>;
-}
-
-const MAX_EXCLUSIONS = 64;
-
-export const PlaceBody = z.strictObject({
-  model: z.string().min(1).max(200),
-  replicas: z.number().int().min(1).max(64).optional(),
-  exclude: z.array(z.string().min(1).max(200)).max(MAX_EXCLUSIONS).optional(),
-  min_nodes: z.number().int().min(1).max(16).optional(),
-  context_tokens: z.number().int().min(1).max(1 << 21).optional(),
-  parallel: z.number().int().min(1).max(64).optional(),
-  dry_run: z.boolean().optional(),
-});
-export type PlaceBody = z.infer<typeof PlaceBody>;
 
 const DryRunQuery = z.object({ dry_run: z.enum(['1', 'true', '0', 'false']).optional() });
 

@@ -4,7 +4,7 @@ import { shoalVersion } from '../../common/version.js';
 import type { EmbeddingTask, FinishReason, InferenceTask, Usage } from '../../wire/task.js';
 import type { Dispatcher, ModelListing } from '../dispatch.js';
 import { fromFastifyError } from '../fastify-errors.js';
-import type { FamilyOptions } from '../server.js';
+import type { FamilyOptions } from '../family.js';
 import { clientAbortSignal, startTask, type StartedTask } from '../stream.js';
 import { parseBody } from '../validation.js';
 import { toOllamaError } from './errors.js';

@@ -3,7 +3,7 @@ import { ShoalError, toShoalError } from '../../common/errors.js';
 import type { TaskEvent } from '../../wire/task.js';
 import { collectAnswer } from '../collect.js';
 import { fromFastifyError } from '../fastify-errors.js';
-import type { FamilyOptions } from '../server.js';
+import type { FamilyOptions } from '../family.js';
 import { clientAbortSignal, SSE_HEADERS, startTask, writeSseData } from '../stream.js';
 import { parseBody } from '../validation.js';
 import { toOpenAIError } from './errors.js';

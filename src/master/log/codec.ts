@@ -1,4 +1,5 @@
 import { decode, Encoder } from '@msgpack/msgpack';
+import { errorMessage } from '../../common/errors.js';
 
 /**
  * Record framing for the event log (and the snapshot and term files):
@@ -105,7 +106,7 @@ function checkFrame(buf: Uint8Array, view: DataView, pos: number, maxPayloadByte
   try {
     return { ok: true, value: decode(buf.subarray(pos + FRAME_HEADER_BYTES, end)), end };
   } catch (error) {
-    return { ok: false, reason: `undecodable payload (${error instanceof Error ? error.message : String(error)})`, incomplete: false };
+    return { ok: false, reason: `undecodable payload (${errorMessage(error)})`, incomplete: false };
   }
 }
 

@@ -1,84 +1,30 @@
+// Promise.withResolvers on Node 20: the store is also loaded without an entry point (its tests, bench/append-rate).
+import '../../polyfill.js';
 import assert from 'node:assert/strict';
-import { mkdir, open, readdir, readFile, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { open, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { gunzip as gunzipCb, gzip as gzipCb } from 'node:zlib';
-import { ShoalError } from '../../common/errors.js';
+import { fsyncDir } from '../../common/durable-fs.js';
+import { ShoalError, errorMessage } from '../../common/errors.js';
 import { decodeRecords, encodeRecord, FRAME_HEADER_BYTES, MAX_RECORD_BYTES } from './codec.js';
+import { compressSegment } from './compression.js';
+import { logCorrupt, writeFileSynced } from './files.js';
+import { LogHealthTracker, type DegradedSource } from './health.js';
+import { RwLock } from './lock.js';
+import { recoverLog, type Recovered } from './recovery.js';
+import { readSegmentBytes, segmentFile, type Active, type Segment } from './segments.js';
+import { deleteSnapshotFile, encodeSnapshot, readSnapshotFile, readTermFile, snapshotFile, writeSnapshotFile, writeTermFile } from './snapshot-file.js';
+import type { LogHealth, LogRecordBase, LogStoreLogger, LogStoreOptions, RecoveryReport, Snapshot } from './types.js';
 
 export { MAX_RECORD_BYTES } from './codec.js';
-
-const gzip = promisify(gzipCb);
-const gunzip = promisify(gunzipCb);
+export { MAX_SNAPSHOT_BYTES } from './snapshot-file.js';
+export type { LogHealth, LogRecordBase, LogStoreLogger, LogStoreOptions, RecoveryReport, Snapshot } from './types.js';
 
 /** A segment is closed (and compressed) once it holds at least this many bytes (checked before each batch, so a segment can end up to one batch larger). */
 export const DEFAULT_MAX_SEGMENT_BYTES = 16 * 1024 * 1024;
 /** Appends queued together are written in one write+fsync of at most about this many bytes. */
 export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
-/** Largest snapshot file payload accepted when reading one back. */
-export const MAX_SNAPSHOT_BYTES = 1024 * 1024 * 1024;
 /** How many snapshot files are kept; older ones are deleted after a new one is saved. */
 export const SNAPSHOTS_KEPT = 2;
-
-/** What the store needs to know about a record; everything else is opaque, msgpack-serializable data. */
-export interface LogRecordBase {
-  idx: number;
-  term: number;
-}
-
-export interface Snapshot<S = unknown> {
-  idx: number;
-  term: number;
-  hash: string;
-  state: S;
-}
-
-export type LogHealth = { level: 'ok' } | { level: 'degraded'; reason: string; remediation: string };
-
-/** Structurally compatible with a pino Logger. */
-export interface LogStoreLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
-
-export interface LogStoreOptions {
-  /** Close the active segment once it holds at least this many bytes. Default 16 MiB. */
-  maxSegmentBytes?: number;
-  /** Gzip closed segments in the background. Default true. */
-  compressClosedSegments?: boolean;
-  log?: LogStoreLogger;
-  /** Called after every fsync of appended log data (observation only: tests count group commits). */
-  onFsync?: () => void;
-  onHealthChange?: (health: LogHealth) => void;
-}
-
-/** What `open` found and repaired. */
-export interface RecoveryReport {
-  segments: number;
-  records: number;
-  /** The torn tail cut from the last segment, if any. */
-  truncated: { file: string; offset: number; bytes: number; reason: string } | null;
-  /** Leftover temporary files (interrupted compressions or snapshot writes) that were deleted. */
-  removedFiles: string[];
-}
-
-interface Segment {
-  /** The idx its name carries: its first record's idx (or the next idx to append, while empty). */
-  firstIdx: number;
-  /** Durable records. */
-  count: number;
-  /** Durable bytes of frames (uncompressed). */
-  bytes: number;
-  compressed: boolean;
-}
-
-interface Active {
-  seg: Segment;
-  fh: FileHandle;
-  /** Byte offset of each durable record's frame. */
-  offsets: number[];
-}
 
 interface AppendEntry<R> {
   records: readonly R[];
@@ -92,74 +38,7 @@ type Op<R> =
   | { kind: 'append'; entries: AppendEntry<R>[]; bytes: number; lastIdx: number }
   | { kind: 'task'; effect: { truncateAfter: number } | { resetAfter: number } | null; run: () => Promise<void>; reject: (error: unknown) => void };
 
-type DegradedSource = 'append' | 'snapshot' | 'term' | 'maintenance';
-
-const SEGMENT_NAME = /^log-(\d{20})\.seg(\.gz)?$/;
-const SNAPSHOT_NAME = /^snapshot-(\d{20})\.msgpack$/;
-const TERM_FILE = 'term';
-
-function pad(idx: number): string {
-  return String(idx).padStart(20, '0');
-}
-
-function segmentFile(seg: { firstIdx: number; compressed: boolean }): string {
-  return `log-${pad(seg.firstIdx)}.seg${seg.compressed ? '.gz' : ''}`;
-}
-
-function snapshotFile(idx: number): string {
-  return `snapshot-${pad(idx)}.msgpack`;
-}
-
-function errnoCode(error: unknown): string | undefined {
-  return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string' ? error.code : undefined;
-}
-
 const noopLogger: LogStoreLogger = { info: () => {}, warn: () => {}, error: () => {} };
-
-/** A readers-writer lock: reads run together; structural changes (rotation, truncation, compaction) run alone. */
-class RwLock {
-  private readers = 0;
-  private writer = false;
-  private readonly waiting: { exclusive: boolean; grant: () => void }[] = [];
-
-  async shared<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.writer || this.waiting.length > 0) await new Promise<void>((grant) => this.waiting.push({ exclusive: false, grant }));
-    else this.readers += 1;
-    try {
-      return await fn();
-    } finally {
-      this.readers -= 1;
-      this.pump();
-    }
-  }
-
-  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.writer || this.readers > 0 || this.waiting.length > 0) await new Promise<void>((grant) => this.waiting.push({ exclusive: true, grant }));
-    else this.writer = true;
-    try {
-      return await fn();
-    } finally {
-      this.writer = false;
-      this.pump();
-    }
-  }
-
-  private pump(): void {
-    while (this.waiting.length > 0 && !this.writer) {
-      const next = this.waiting[0]!;
-      if (next.exclusive) {
-        if (this.readers > 0) return;
-        this.waiting.shift();
-        this.writer = true;
-        next.grant();
-        return;
-      }
-      this.waiting.shift();
-      this.readers += 1;
-      next.grant();
-    }
-  }
-}
 
 /**
  * The durable event log of one node: append-only segment files of CRC-framed msgpack records
@@ -178,7 +57,7 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
   private readonly compressClosed: boolean;
   private readonly log: LogStoreLogger;
   private readonly onFsync: (() => void) | undefined;
-  private readonly onHealthChange: ((health: LogHealth) => void) | undefined;
+  private readonly healthTracker: LogHealthTracker;
 
   private readonly segments: Segment[];
   private active: Active;
@@ -192,7 +71,6 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
   private nextIdxQueued: number;
   /** A failed write whose bytes could not be cut off yet: cut them before writing anything else. */
   private needsRepair = false;
-  private readonly degraded = new Map<DegradedSource, { reason: string; remediation: string }>();
   private cache: { seg: Segment; count: number; records: R[]; offsets: number[] } | null = null;
   private compressing: Promise<void> = Promise.resolve();
   private sideChain: Promise<void> = Promise.resolve();
@@ -200,17 +78,13 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
   private closing: Promise<void> | null = null;
   private broken: ShoalError | null = null;
 
-  private constructor(
-    dir: string,
-    options: LogStoreOptions,
-    state: { segments: Segment[]; active: Active; last: R | null; snapshotIdxs: number[]; recovery: RecoveryReport },
-  ) {
+  private constructor(dir: string, options: LogStoreOptions, state: Recovered<R>) {
     this.dir = dir;
     this.maxSegmentBytes = options.maxSegmentBytes ?? DEFAULT_MAX_SEGMENT_BYTES;
     this.compressClosed = options.compressClosedSegments ?? true;
     this.log = options.log ?? noopLogger;
     this.onFsync = options.onFsync;
-    this.onHealthChange = options.onHealthChange;
+    this.healthTracker = new LogHealthTracker(dir, this.log, options.onHealthChange);
     this.segments = state.segments;
     this.active = state.active;
     this.last = state.last;
@@ -227,92 +101,9 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
     const log = options.log ?? noopLogger;
     const maxSegmentBytes = options.maxSegmentBytes ?? DEFAULT_MAX_SEGMENT_BYTES;
     assert.ok(Number.isSafeInteger(maxSegmentBytes) && maxSegmentBytes > 0, 'maxSegmentBytes must be a positive integer');
-    await mkdir(dir, { recursive: true });
-    const recovery: RecoveryReport = { segments: 0, records: 0, truncated: null, removedFiles: [] };
-
-    const names = await readdir(dir);
-    const plain = new Set<number>();
-    const gz = new Set<number>();
-    const snapshotIdxs: number[] = [];
-    for (const name of names) {
-      if (name.endsWith('.tmp')) {
-        await unlink(join(dir, name));
-        recovery.removedFiles.push(name);
-        continue;
-      }
-      const seg = SEGMENT_NAME.exec(name);
-      if (seg) {
-        (seg[2] ? gz : plain).add(Number(seg[1]));
-        continue;
-      }
-      const snap = SNAPSHOT_NAME.exec(name);
-      if (snap) snapshotIdxs.push(Number(snap[1]));
-    }
-    // Both forms of one segment: a compression or decompression was interrupted after its rename. The
-    // plain file is either identical (compression) or the truncated, newer one (truncateAfter).
-    for (const idx of gz) {
-      if (!plain.has(idx)) continue;
-      const name = segmentFile({ firstIdx: idx, compressed: true });
-      await unlink(join(dir, name));
-      recovery.removedFiles.push(name);
-      gz.delete(idx);
-    }
-    snapshotIdxs.sort((a, b) => a - b);
-    const segments: Segment[] = [...plain].map((firstIdx) => ({ firstIdx, count: 0, bytes: 0, compressed: false }));
-    for (const firstIdx of gz) segments.push({ firstIdx, count: 0, bytes: 0, compressed: true });
-    segments.sort((a, b) => a.firstIdx - b.firstIdx);
-
-    let last: R | null = null;
-    let lastRecords: { records: R[]; offsets: number[] } | null = null;
-    for (let i = 0; i < segments.length; i++) {
-      const seg = segments[i]!;
-      const file = segmentFile(seg);
-      const isLast = i === segments.length - 1;
-      const bytes = await readSegmentBytes(dir, seg);
-      const decoded = decodeRecords<R>(bytes);
-      const where = seg.compressed ? ' of its decompressed contents' : '';
-      if (decoded.tail === 'corrupt' || (decoded.tail === 'torn' && !isLast)) {
-        throw logCorrupt(dir, file, `${decoded.corruptAt ?? 0}${where}`, decoded.tail === 'torn' ? `${decoded.reason ?? 'bad frame'} at the end of a closed segment` : (decoded.reason ?? 'bad frame'));
-      }
-      decoded.records.forEach((record, k) => {
-        if (!isRecordLike(record) || record.idx !== seg.firstIdx + k) {
-          const got = isRecordLike(record) ? `idx ${record.idx}` : 'a value without a numeric idx and term';
-          throw logCorrupt(dir, file, `${decoded.offsets[k] ?? 0}${where}`, `found ${got} where idx ${seg.firstIdx + k} belongs`);
-        }
-      });
-      const next = segments[i + 1];
-      if (next !== undefined && next.firstIdx !== seg.firstIdx + decoded.records.length) {
-        throw logCorrupt(dir, segmentFile(next), '0', `the previous segment ${file} ends at idx ${seg.firstIdx + decoded.records.length - 1}, so this one should start at idx ${seg.firstIdx + decoded.records.length}`);
-      }
-      seg.count = decoded.records.length;
-      seg.bytes = decoded.validBytes;
-      last = decoded.records.at(-1) ?? last;
-      recovery.records += seg.count;
-      if (isLast) {
-        lastRecords = { records: decoded.records, offsets: decoded.offsets };
-        if (decoded.tail === 'torn') {
-          recovery.truncated = { file, offset: decoded.validBytes, bytes: bytes.length - decoded.validBytes, reason: decoded.reason ?? 'bad frame' };
-          log.warn({ dir, ...recovery.truncated }, 'event log: cut a torn tail off the last segment (an append interrupted by a crash or power loss; it was never acknowledged)');
-        }
-      }
-    }
-
-    let active: Active;
-    if (segments.length === 0) {
-      // A fresh log continues after the newest snapshot, if there is one.
-      const seg: Segment = { firstIdx: (snapshotIdxs.at(-1) ?? 0) + 1, count: 0, bytes: 0, compressed: false };
-      segments.push(seg);
-      const fh = await open(join(dir, segmentFile(seg)), 'w+');
-      await fsyncDir(dir);
-      active = { seg, fh, offsets: [] };
-    } else {
-      const seg = segments.at(-1)!;
-      active = await makeActive(dir, seg, seg.bytes, lastRecords?.offsets ?? []);
-    }
-    recovery.segments = segments.length;
-
-    const store = new LogStore<R, S>(dir, options, { segments, active, last, snapshotIdxs, recovery });
-    for (const seg of segments) if (seg !== active.seg && !seg.compressed) store.scheduleCompression(seg);
+    const recovered = await recoverLog<R>(dir, log);
+    const store = new LogStore<R, S>(dir, options, recovered);
+    for (const seg of recovered.segments) if (seg !== recovered.active.seg && !seg.compressed) store.scheduleCompression(seg);
     return store;
   }
 
@@ -336,8 +127,7 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
   }
 
   health(): LogHealth {
-    for (const value of this.degraded.values()) return { level: 'degraded', ...value };
-    return { level: 'ok' };
+    return this.healthTracker.health();
   }
 
   /**
@@ -425,7 +215,7 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
       frames.push(frame);
       bytes += frame.length;
     }
-    const { promise, resolve, reject } = withResolvers<void>();
+    const { promise, resolve, reject } = Promise.withResolvers<void>();
     const entry: AppendEntry<R> = { records, frames, bytes, resolve, reject };
     const tail = this.ops.at(-1);
     if (tail?.kind === 'append' && tail.bytes + bytes <= MAX_BATCH_BYTES) {
@@ -498,11 +288,9 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
     assert.ok(Number.isSafeInteger(snapshot.idx) && snapshot.idx >= 0, `a snapshot needs an integer idx >= 0, got ${snapshot.idx}`);
     this.assertUsable();
     return this.onSideChain(async () => {
-      // Everything the caller's snapshot carries is kept (the core's adds its state hash, term runs and
-      // command memory): dropping them made every node that held a snapshot refuse to restart.
-      const frame = encodeRecord({ ...snapshot });
-      await this.guard('snapshot', () => writeAtomic(this.dir, snapshotFile(snapshot.idx), frame));
-      this.degradedClear('snapshot');
+      const frame = encodeSnapshot(snapshot);
+      await this.guard('snapshot', () => writeSnapshotFile(this.dir, snapshot.idx, frame));
+      this.healthTracker.clear('snapshot');
       this.snapshotIdxs = [...new Set([...this.snapshotIdxs, snapshot.idx])].sort((a, b) => a - b);
       while (this.snapshotIdxs.length > SNAPSHOTS_KEPT) await this.deleteSnapshot(this.snapshotIdxs[0]!);
     });
@@ -517,26 +305,16 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
     const candidates = [...this.snapshotIdxs].reverse();
     let damaged: { file: string; reason: string } | null = null;
     for (const idx of candidates) {
-      const file = snapshotFile(idx);
-      let snapshot: Snapshot<S> | null = null;
-      let reason = '';
-      try {
-        const decoded = decodeRecords<Snapshot<S>>(await readFile(join(this.dir, file)), { maxPayloadBytes: MAX_SNAPSHOT_BYTES });
-        const value = decoded.records[0];
-        if (decoded.tail !== 'clean' || decoded.records.length !== 1) reason = decoded.reason ?? 'expected exactly one record';
-        else if (!isRecordLike(value) || value.idx !== idx || typeof value.hash !== 'string') reason = 'not a snapshot record for this idx';
-        else snapshot = value;
-      } catch (error) {
-        if (errnoCode(error) === 'ENOENT') continue;
-        throw error;
-      }
-      if (snapshot === null) {
-        this.log.error({ dir: this.dir, file, reason }, 'event log: snapshot file is damaged; trying an older one');
-        damaged ??= { file, reason };
+      const read = await readSnapshotFile<S>(this.dir, idx);
+      if (read === null) continue;
+      if ('damaged' in read) {
+        const file = snapshotFile(idx);
+        this.log.error({ dir: this.dir, file, reason: read.damaged }, 'event log: snapshot file is damaged; trying an older one');
+        damaged ??= { file, reason: read.damaged };
         continue;
       }
-      if (damaged !== null && !this.coversAfter(snapshot.idx)) break;
-      return snapshot;
+      if (damaged !== null && !this.coversAfter(read.snapshot.idx)) break;
+      return read.snapshot;
     }
     if (damaged === null) return null;
     if (this.coversAfter(0)) return null;
@@ -548,27 +326,15 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
     assert.ok(Number.isSafeInteger(term) && term >= 0, `term must be an integer >= 0, got ${term}`);
     this.assertUsable();
     return this.onSideChain(async () => {
-      await this.guard('term', () => writeAtomic(this.dir, TERM_FILE, encodeRecord({ term })));
-      this.degradedClear('term');
+      await this.guard('term', () => writeTermFile(this.dir, term));
+      this.healthTracker.clear('term');
     });
   }
 
   /** The persisted term; 0 when none was ever saved. */
   async loadTerm(): Promise<number> {
     this.assertUsable();
-    let bytes: Buffer;
-    try {
-      bytes = await readFile(join(this.dir, TERM_FILE));
-    } catch (error) {
-      if (errnoCode(error) === 'ENOENT') return 0;
-      throw error;
-    }
-    const decoded = decodeRecords<{ term: unknown }>(bytes);
-    const term = decoded.records[0]?.term;
-    if (decoded.tail !== 'clean' || decoded.records.length !== 1 || typeof term !== 'number' || !Number.isSafeInteger(term)) {
-      throw logCorrupt(this.dir, TERM_FILE, String(decoded.corruptAt ?? 0), decoded.reason ?? 'not a term record');
-    }
-    return term;
+    return readTermFile(this.dir);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -610,7 +376,7 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
 
   private enqueueTask<T>(effect: { truncateAfter: number } | { resetAfter: number } | null, run: () => Promise<T>, closing = false): Promise<T> {
     if (!closing) this.assertUsable();
-    const { promise, resolve, reject } = withResolvers<T>();
+    const { promise, resolve, reject } = Promise.withResolvers<T>();
     this.ops.push({ kind: 'task', effect, run: async () => resolve(await run()), reject });
     this.applyEffect(effect);
     this.kick();
@@ -671,10 +437,10 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
       seg.bytes = pos;
       seg.count += frames.length;
       this.last = op.entries.at(-1)!.records.at(-1)!;
-      this.degradedClear('append');
+      this.healthTracker.clear('append');
       for (const entry of op.entries) entry.resolve();
     } catch (error) {
-      const failure = this.failure('append', error);
+      const failure = this.healthTracker.failure('append', error);
       for (const entry of op.entries) entry.reject(failure);
       // Every append still queued was issued on top of this one: fail them too, then recompute the
       // next idx from what is durable plus the truncations still queued.
@@ -742,7 +508,7 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
           await this.active.fh.datasync();
         } catch (error) {
           this.needsRepair = true;
-          throw this.failure('maintenance', error);
+          throw this.healthTracker.failure('maintenance', error);
         }
         await this.deleteSnapshotsAfter(idx);
         this.log.info({ dir: this.dir, lastIdx: idx }, 'event log: truncated after idx');
@@ -820,10 +586,10 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
     try {
       await fn();
     } catch (error) {
-      const failure = this.failure('maintenance', error);
-      const detail = failure instanceof Error ? failure.message : String(failure);
+      const failure = this.healthTracker.failure('maintenance', error);
+      const detail = errorMessage(failure);
       this.broken = new ShoalError('INTERNAL', `the event log in ${this.dir} stopped part-way through a change (${detail}); restart the node to reopen and recover it`, { cause: error });
-      this.degradedSet('maintenance', this.broken.message, `restart the node; the log in ${this.dir} recovers when reopened`);
+      this.healthTracker.set('maintenance', this.broken.message, `restart the node; the log in ${this.dir} recovers when reopened`);
       throw this.broken;
     }
   }
@@ -833,9 +599,7 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
   }
 
   private async deleteSnapshot(idx: number): Promise<void> {
-    await unlink(join(this.dir, snapshotFile(idx))).catch((error: unknown) => {
-      if (errnoCode(error) !== 'ENOENT') throw error;
-    });
+    await deleteSnapshotFile(this.dir, idx);
     this.snapshotIdxs = this.snapshotIdxs.filter((i) => i !== idx);
   }
 
@@ -877,27 +641,9 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
     const stillClosed = (): boolean => !this.closed && this.segments.includes(seg) && seg !== this.active.seg && !seg.compressed;
     if (!stillClosed()) return;
     const plainName = segmentFile(seg);
-    const gzName = segmentFile({ firstIdx: seg.firstIdx, compressed: true });
-    const tmpName = `${gzName}.tmp`;
     try {
-      const bytes = await readFile(join(this.dir, plainName));
-      if (!stillClosed() || bytes.length !== seg.bytes) return;
-      const packed = await gzip(bytes);
-      if (!stillClosed()) return;
-      await writeFileSynced(join(this.dir, tmpName), packed);
-      await this.lock.exclusive(async () => {
-        if (!stillClosed() || seg.bytes !== bytes.length) {
-          await unlink(join(this.dir, tmpName));
-          return;
-        }
-        await rename(join(this.dir, tmpName), join(this.dir, gzName));
-        await fsyncDir(this.dir);
-        seg.compressed = true;
-        await unlink(join(this.dir, plainName));
-        await fsyncDir(this.dir);
-      });
+      await compressSegment(this.dir, seg, this.lock, stillClosed);
     } catch (error) {
-      await unlink(join(this.dir, tmpName)).catch(() => {});
       if (!this.segments.includes(seg)) return;
       this.log.warn({ dir: this.dir, file: plainName, err: error }, 'event log: could not compress a closed segment; it stays uncompressed');
     }
@@ -920,39 +666,8 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
     try {
       return await fn();
     } catch (error) {
-      throw this.failure(source, error);
+      throw this.healthTracker.failure(source, error);
     }
-  }
-
-  private failure(source: DegradedSource, error: unknown): unknown {
-    if (error instanceof ShoalError || error instanceof assert.AssertionError) return error;
-    const code = errnoCode(error);
-    const detail = error instanceof Error ? error.message : String(error);
-    if (code === 'ENOSPC' || code === 'EDQUOT') {
-      const reason = `the event log in ${this.dir} cannot be persisted: the disk is full (${code}, during ${source})`;
-      const remediation = `free space on the filesystem holding ${this.dir}; this node will not persist new events until then, and retries on the next write`;
-      this.degradedSet(source, reason, remediation);
-      return new ShoalError('DISK_FULL', `${reason}; ${remediation}`, { cause: error });
-    }
-    const reason = `the event log in ${this.dir} cannot be persisted: ${detail}`;
-    const remediation = `check the disk holding ${this.dir} (permissions, kernel log); the next write retries`;
-    this.degradedSet(source, reason, remediation);
-    return new ShoalError('INTERNAL', `${reason}; ${remediation}`, { cause: error });
-  }
-
-  private degradedSet(source: DegradedSource, reason: string, remediation: string): void {
-    const before = this.health().level;
-    // Logged once per change of reason, not once per refused write while the disk stays full.
-    if (this.degraded.get(source)?.reason !== reason) this.log.error({ dir: this.dir, source, remediation }, reason);
-    this.degraded.set(source, { reason, remediation });
-    if (before === 'ok') this.onHealthChange?.(this.health());
-  }
-
-  private degradedClear(source: DegradedSource): void {
-    if (!this.degraded.delete(source)) return;
-    const now = this.health();
-    this.log.info({ dir: this.dir, source, health: now.level }, 'event log: writes succeed again');
-    if (now.level === 'ok') this.onHealthChange?.(now);
   }
 
   /** Whether the log holds every record after `idx` (nothing between was compacted away). */
@@ -960,102 +675,4 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
     const first = this.firstIdx();
     return first === null ? this.lastIdx() <= idx : first <= idx + 1;
   }
-}
-
-// -----------------------------------------------------------------------------------------------
-// File helpers
-
-function withResolvers<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (reason?: unknown) => void } {
-  let resolve!: (value: T) => void;
-  let reject!: (reason?: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
-function isRecordLike(value: unknown): value is LogRecordBase & Record<string, unknown> {
-  return typeof value === 'object' && value !== null && typeof (value as LogRecordBase).idx === 'number' && typeof (value as LogRecordBase).term === 'number';
-}
-
-function logCorrupt(dir: string, file: string, offset: string, detail: string): ShoalError {
-  return new ShoalError(
-    'LOG_CORRUPT',
-    `the event log file ${join(dir, file)} is corrupt at byte ${offset}: ${detail}. The records after that point cannot be trusted, ` +
-      `so this node will not start on this log. Move ${dir} aside (for example: mv ${dir} ${dir}.corrupt) to start this node with an empty log; ` +
-      `it will catch up from the cluster.`,
-  );
-}
-
-async function readSegmentBytes(dir: string, seg: Segment): Promise<Buffer> {
-  const file = segmentFile(seg);
-  const raw = await readFile(join(dir, file));
-  if (!seg.compressed) return raw;
-  try {
-    return await gunzip(raw);
-  } catch (error) {
-    throw logCorrupt(dir, file, '0', `not a readable gzip file (${error instanceof Error ? error.message : String(error)})`);
-  }
-}
-
-/** Opens `seg` for appending with `keepBytes` of it: a compressed segment is written back uncompressed. */
-async function makeActive(dir: string, seg: Segment, keepBytes: number, offsets: number[]): Promise<Active> {
-  if (seg.compressed) {
-    const bytes = await readSegmentBytes(dir, seg);
-    const plain = { firstIdx: seg.firstIdx, compressed: false };
-    await writeAtomic(dir, segmentFile(plain), bytes.subarray(0, keepBytes));
-    await unlink(join(dir, segmentFile(seg)));
-    await fsyncDir(dir);
-    seg.compressed = false;
-  }
-  const fh = await open(join(dir, segmentFile(seg)), 'r+');
-  try {
-    const { size } = await fh.stat();
-    if (size !== keepBytes) {
-      await fh.truncate(keepBytes);
-      await fh.datasync();
-    }
-  } catch (error) {
-    await fh.close().catch(() => {});
-    throw error;
-  }
-  seg.bytes = keepBytes;
-  return { seg, fh, offsets };
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
-async function writeFileSynced(path: string, bytes: Uint8Array): Promise<void> {
-  const fh = await open(path, 'w');
-  try {
-    let written = 0;
-    while (written < bytes.length) {
-      const { bytesWritten } = await fh.write(bytes, written, bytes.length - written, written);
-      written += bytesWritten;
-    }
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
-/** Writes `name` in `dir` atomically: tmp file, fsync, rename over, fsync the directory. */
-async function writeAtomic(dir: string, name: string, bytes: Uint8Array): Promise<void> {
-  const tmp = join(dir, `${name}.tmp`);
-  try {
-    await writeFileSynced(tmp, bytes);
-    await rename(tmp, join(dir, name));
-  } catch (error) {
-    await unlink(tmp).catch(() => {});
-    throw error;
-  }
-  await fsyncDir(dir);
 }

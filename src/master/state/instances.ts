@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { InstanceId, ModelId, NodeId } from '../../common/ids.js';
 import { ModelCapability } from '../../wire/capability.js';
+import { InstanceRole } from '../../wire/instance-role.js';
 
 /** Most nodes one instance spans (replicas or split parts). */
 export const MAX_INSTANCE_PLACEMENTS = 64;
@@ -11,9 +12,6 @@ export const MAX_INSTANCE_PLACEMENTS = 64;
 export const MAX_INSTANCES = 256;
 export const MAX_INSTANCE_WARNINGS = 16;
 export const INSTANCE_TEXT_MAX_CHARS = 500;
-
-export const InstanceRole = z.enum(['full', 'driver', 'donor']);
-export type InstanceRole = z.infer<typeof InstanceRole>;
 
 export const InstancePlacement = z.strictObject({
   nodeId: NodeId,

@@ -25,7 +25,7 @@ export const ClusterState = z.strictObject({
   clusterId: ClusterId.nullable(),
   members: z.record(NodeId, MemberState),
   dissolved: z.boolean(),
-  /** Model instances the cluster decided to run (DESIGN.md section 7). */
+  /** Model instances the cluster decided to run (docs/DESIGN.md section 7). */
   instances: z.record(InstanceId, InstanceState),
 });
 export type ClusterState = z.infer<typeof ClusterState>;

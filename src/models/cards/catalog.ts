@@ -4,6 +4,7 @@
 
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errorMessage } from '../../common/errors.js';
 import { TINY_EOS_MODEL_ID, TINY_MODEL_ID, TINY_THINK_MODEL_ID, TINY_TOOLS_MODEL_ID } from '../generate/builtin.js';
 import { ModelCard, type ModelCardInput } from './card.js';
 import { CardError, readCardFile } from './parse.js';
@@ -20,7 +21,7 @@ const TINY_BACKENDS = [
   'llama_server-metal',
 ];
 // In-process CPU first: for a model this small, launching a server or moving it to a GPU costs more
-// than the whole decode (STACK-NOTES: ~2000 tok/s on one CPU thread).
+// than the whole decode (docs/STACK-NOTES.md: ~2000 tok/s on one CPU thread).
 const TINY_PREFERENCE = ['llama_cpp-cpu', 'llama_server-cpu'];
 
 function builtinCard(id: string, name: string, capabilities: ModelCardInput['capabilities']): ModelCard {
@@ -75,7 +76,7 @@ export async function loadCatalog(dataDir: string): Promise<Catalog> {
     names = (await readdir(dir)).filter((name) => name.endsWith('.toml')).sort();
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = errorMessage(error);
       errors.push(new CardError(dir, [{ field: '', message: `cannot list the cards directory: ${reason}` }]));
     }
     return { entries, errors };

@@ -5,6 +5,7 @@
 import { stat } from 'node:fs/promises';
 import { gguf } from '@huggingface/gguf';
 import { z } from 'zod';
+import { errorMessage } from '../../common/errors.js';
 
 const count = z.number().int().min(0);
 const positive = z.number().int().min(1);
@@ -157,7 +158,7 @@ export async function readGgufFacts(path: string): Promise<GgufFacts> {
   try {
     parsed = await gguf(path, { allowLocalFile: true });
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = errorMessage(error);
     throw new GgufFactsError(`${path}: not a readable GGUF file: ${reason}`, { cause: error });
   }
   return factsFromHeader(

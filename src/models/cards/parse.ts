@@ -5,6 +5,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseToml, TomlError } from 'smol-toml';
 import type { z } from 'zod';
+import { errorMessage } from '../../common/errors.js';
 import { ModelCard } from './card.js';
 
 /** Cards are a few hundred bytes; anything this big is not a card and is refused before parsing. */
@@ -85,7 +86,7 @@ export async function readCardFile(path: string): Promise<ModelCard> {
     text = await readFile(path, 'utf8');
   } catch (error) {
     if (error instanceof CardError) throw error;
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = errorMessage(error);
     throw new CardError(path, [{ field: '', message: `cannot read the card: ${reason}` }]);
   }
   return parseCard(text, path);

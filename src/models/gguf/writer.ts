@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { fsyncDir } from '../../common/durable-fs.js';
 import { GGML_TYPE_NAMES, ggmlBlockElements, ggmlByteSize, type GgmlType } from './quantize.js';
 
 const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
@@ -115,27 +116,13 @@ export async function writeGguf(path: string, file: GgufFile, opts: WriteGgufOpt
     await handle.close();
     await rename(tempPath, path);
     renamed = true;
-    await syncDirectory(dirname(path));
+    await fsyncDir(dirname(path));
     return position;
   } finally {
     if (!renamed) {
       await handle.close().catch(() => undefined);
       await rm(tempPath, { force: true });
     }
-  }
-}
-
-/** A rename is only durable once the directory entry itself reaches the disk. */
-async function syncDirectory(dir: string): Promise<void> {
-  let handle;
-  try {
-    handle = await open(dir, 'r');
-    await handle.sync();
-  } catch {
-    // Some platforms (Windows) and file systems refuse to open or fsync a directory; the data is
-    // already synced, so only the crash-durability of the name is lost.
-  } finally {
-    await handle?.close();
   }
 }
 

@@ -1,6 +1,8 @@
 // Download progress: per-file and overall bytes, a transfer rate over a sliding window, and a
 // one-line progress bar for terminals.
 
+import { formatBytes } from '../../common/format-bytes.js';
+
 export type FileState = 'queued' | 'present' | 'linked' | 'downloading' | 'verifying' | 'done' | 'failed';
 
 export interface FileProgress {
@@ -126,20 +128,6 @@ export class ProgressTracker {
       }
     }
   }
-}
-
-const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-
-/** 1536 -> "1.5 KiB"; three significant digits. */
-export function formatBytes(bytes: number): string {
-  let value = bytes;
-  let unit = 0;
-  while (Math.abs(value) >= 1024 && unit < UNITS.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  if (unit === 0) return `${Math.round(value)} B`;
-  return `${value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2)} ${UNITS[unit]}`;
 }
 
 function formatDuration(seconds: number): string {

@@ -1,7 +1,7 @@
 // index.json: what the store holds (complete copies, and downloads under way or interrupted), with
 // last-used times for LRU eviction. Written atomically (temp file, fsync, rename).
 
-import { writeFileAtomic } from '../../common/atomic-file.js';
+import { writeFileAtomic } from '../../common/durable-fs.js';
 import { readFile, rename } from 'node:fs/promises';
 import { z } from 'zod';
 

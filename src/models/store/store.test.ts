@@ -8,9 +8,10 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ggufFixture, HubServer } from '../../../test/support/hub-server.js';
 import { isModelsError, ModelsError } from '../hub/errors.js';
-import { isShoalError } from '../../common/errors.js';
+import { errorMessage, isShoalError } from '../../common/errors.js';
 import { resolveRepo } from '../hub/client.js';
-import { planDownload, ModelStore, type ModelStoreOptions } from './store.js';
+import { ModelStore, type ModelStoreOptions } from './store.js';
+import { planDownload } from './plan.js';
 import type { ByteSource } from './transfer.js';
 import { filePathFor, hubStoreRoot, partPathFor } from './layout.js';
 import { progressBarWriter, renderProgressLine, type DownloadProgress } from './progress.js';
@@ -285,7 +286,7 @@ describe('model store against a local hub', () => {
         }
       },
       retryable: () => false,
-      failure: (error: unknown) => new ModelsError('PEER_COPY_FAILED', error instanceof Error ? error.message : String(error)),
+      failure: (error: unknown) => new ModelsError('PEER_COPY_FAILED', errorMessage(error)),
     };
     return source;
   }

@@ -4,15 +4,19 @@
 import { copyFile, link, mkdir, readdir, rename, rmdir, stat, statfs, unlink } from 'node:fs/promises';
 import { dirname, join, sep } from 'node:path';
 import { ShoalError } from '../../common/errors.js';
+import { formatBytes } from '../../common/format-bytes.js';
 import { ModelId } from '../../common/ids.js';
-import { resolveRepo, type ResolvedRepo } from '../hub/client.js';
+import { resolveRepo } from '../hub/client.js';
 import { checkRepoId, resolveHubOptions, type HubOptions, type ResolvedHubOptions } from '../hub/endpoint.js';
 import { cancelledError, ModelsError } from '../hub/errors.js';
-import { chooseDefaultQuant, findGroup, type HubFile } from '../hub/gguf-files.js';
+import { Mutex, Semaphore } from '../../common/semaphore.js';
+import type { HubFile } from '../hub/gguf-files.js';
 import { checkFilePath, checkRevision, filePathFor, hubStoreRoot, INDEX_FILE, partPathFor, PART_SUFFIX, repoDir, revisionDir } from './layout.js';
-import { formatBytes, ProgressTracker, DEFAULT_PROGRESS_INTERVAL_MS, type DownloadProgress } from './progress.js';
+import { ProgressTracker, DEFAULT_PROGRESS_INTERVAL_MS, type DownloadProgress } from './progress.js';
 import { loadIndex, saveIndex, type IndexedFile, type PendingRecord, type StoredModelRecord, type StoreIndex } from './store-index.js';
 import { hubSource, transferFile, type ByteSource } from './transfer.js';
+import { planDownload, type DownloadPlan } from './plan.js';
+import type { EvictionReport, StoreUsage } from './usage.js';
 
 /** Free disk a download never takes: it fails (or evicts) rather than go below this. */
 export const DEFAULT_DISK_RESERVE_BYTES = 10 * 1024 ** 3;
@@ -39,16 +43,6 @@ export interface ModelStoreOptions {
 }
 
 /** What to download: one model (a GGUF file or the shards of a split one) of a repo at a commit. */
-export interface DownloadPlan {
-  /** `owner/name:<tag>` (see GgufGroup.tag). */
-  modelId: string;
-  repo: string;
-  revision: string;
-  group: string;
-  primaryPath: string;
-  files: HubFile[];
-}
-
 export interface DownloadOptions {
   signal?: AbortSignal;
   onProgress?: (progress: DownloadProgress) => void;
@@ -74,81 +68,6 @@ export interface StoredModel extends StoredModelRecord {
   dir: string;
 }
 
-export interface ModelUsage {
-  modelId: string;
-  repo: string;
-  revision: string;
-  bytes: number;
-  lastUsedMs: number;
-  inUse: boolean;
-}
-
-export interface StoreUsage {
-  models: ModelUsage[];
-  /** Bytes of complete models (a file shared by hard links counts once). */
-  modelBytes: number;
-  /** Bytes in `.part` files (downloads under way or interrupted). */
-  partialBytes: number;
-  /** Files under the store that the index does not know (e.g. after a damaged index was set aside). */
-  untrackedBytes: number;
-  totalBytes: number;
-  disk: { freeBytes: number; reserveBytes: number };
-}
-
-export interface EvictionReport {
-  evicted: string[];
-  freedBytes: number;
-  /** Bytes of complete models left. */
-  keptBytes: number;
-  /** How far the kept models are still over the budget (models in use are never evicted). */
-  overBudgetBytes: number;
-}
-
-class Mutex {
-  private tail: Promise<unknown> = Promise.resolve();
-  run<T>(fn: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(fn);
-    this.tail = result.catch(() => undefined);
-    return result;
-  }
-}
-
-class Semaphore {
-  private free: number;
-  private readonly waiters: (() => void)[] = [];
-  constructor(size: number) {
-    this.free = size;
-  }
-  async acquire(signal: AbortSignal): Promise<() => void> {
-    if (this.free > 0) {
-      this.free -= 1;
-    } else {
-      await new Promise<void>((resolve, reject) => {
-        const wake = (): void => {
-          signal.removeEventListener('abort', onAbort);
-          resolve();
-        };
-        const onAbort = (): void => {
-          const i = this.waiters.indexOf(wake);
-          if (i >= 0) this.waiters.splice(i, 1);
-          reject(signal.reason);
-        };
-        if (signal.aborted) return reject(signal.reason);
-        signal.addEventListener('abort', onAbort, { once: true });
-        this.waiters.push(wake);
-      });
-    }
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = this.waiters.shift();
-      if (next) next();
-      else this.free += 1;
-    };
-  }
-}
-
 interface InFlight {
   revision: string;
   promise: Promise<StoredModel>;
@@ -172,26 +91,6 @@ async function unlinkQuiet(path: string): Promise<void> {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
-}
-
-/** Picks the model to download from a resolved repo; `selector` as PullRequest.quant. */
-export function planDownload(resolved: ResolvedRepo, selector?: string): DownloadPlan {
-  const where = `${resolved.repo}@${resolved.revision.slice(0, 12)}`;
-  if (resolved.groups.length === 0) {
-    throw new ModelsError('NO_GGUF', `${resolved.repo} has no GGUF files at ${resolved.requestedRevision}: Shoal runs GGUF models; look for a repo that offers them (shoal models search <name>)`);
-  }
-  const available = resolved.groups.filter((g) => !g.projector).map((g) => g.tag).join(', ');
-  const group = selector !== undefined && selector !== '' ? findGroup(resolved.groups, selector) : chooseDefaultQuant(resolved.groups);
-  if (!group) {
-    throw new ModelsError('NO_GGUF', selector ? `${where} has no GGUF "${selector}": it has ${available}` : `${where} has no complete GGUF model: it has ${available}`);
-  }
-  if (!group.complete) {
-    throw new ModelsError('NO_GGUF', `${group.name} in ${where} is split into shards and some are missing from the repo; pick another: ${available}`);
-  }
-  if (group.projector) {
-    throw new ModelsError('NO_GGUF', `${group.name} in ${where} is a multimodal projector, not a model; pick one of ${available}`);
-  }
-  return { modelId: `${resolved.repo}:${group.tag}`, repo: resolved.repo, revision: resolved.revision, group: group.name, primaryPath: group.primaryPath, files: group.files };
 }
 
 function toIndexed(file: HubFile): IndexedFile {

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { isShoalError } from '../../common/errors.js';
+import { errorMessage, isShoalError } from '../../common/errors.js';
 import { resolveHubOptions } from '../hub/endpoint.js';
 import { ModelsError } from '../hub/errors.js';
 import type { HubFile } from '../hub/gguf-files.js';
@@ -50,7 +50,7 @@ function bufferSource(bytes: Uint8Array, during: (attempt: Attempt, attempts: At
       }
     },
     retryable: (error) => error instanceof RetryableError,
-    failure: (error) => new ModelsError('PEER_COPY_FAILED', error instanceof Error ? error.message : String(error)),
+    failure: (error) => new ModelsError('PEER_COPY_FAILED', errorMessage(error)),
   };
 }
 

@@ -8,12 +8,13 @@ import { mkdir, open, rename, stat, unlink, type FileHandle } from 'node:fs/prom
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileDownloadInfo, HubApiError } from '@huggingface/hub';
-import type { ShoalError } from '../../common/errors.js';
+import { errorMessage, type ShoalError } from '../../common/errors.js';
+import { formatBytes } from '../../common/format-bytes.js';
 import { cancelledError, ModelsError, type ModelsErrorReason } from '../hub/errors.js';
 import { hubError, isNetworkError, mergeSignals, type ResolvedHubOptions } from '../hub/endpoint.js';
 import type { HubFile } from '../hub/gguf-files.js';
 import { httpGet } from './http-body.js';
-import { formatBytes } from './progress.js';
+
 
 /** A transfer that ended early in a way a later attempt may not (a cut connection, a short body): retried from the part file's end. */
 export class RetryableError extends Error {
@@ -444,7 +445,7 @@ export async function transferFile(a: TransferArgs): Promise<void> {
         continue;
       }
       if (retryable) {
-        const message = error instanceof Error ? error.message : String(error);
+        const message = errorMessage(error);
         throw new ModelsError('DOWNLOAD_FAILED', `${source.verb} ${what} from ${source.name} failed after ${attempt + 1} attempts (${message}); the part file is kept and the next pull resumes it`, { cause: error, details: { partPath: a.partPath, source: source.name } });
       }
       throw source.failure(error, what, a.signal);

@@ -1,18 +1,19 @@
 // The `llama_server` engine: a managed `llama-server` child serving one model over loopback HTTP,
 // with parallel slots sharing one unified KV cache, and Shoal's FIFO token reservations in front so
-// that a burst of long requests queues here instead of exhausting the cache. It has the same public
-// surface as RunnerSupervisor, so the worker can hold either.
+// that a burst of long requests queues here instead of exhausting the cache. It keeps the runner
+// contract (runner-contract.ts) like RunnerSupervisor, so the worker can hold either.
 
 import { randomBytes, randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { gguf } from '@huggingface/gguf';
 import { AsyncQueue } from '../../common/async-queue.js';
-import { ShoalError } from '../../common/errors.js';
+import { ShoalError, errorMessage } from '../../common/errors.js';
 import { formatPath } from '../../common/format-path.js';
 import type { Logger } from '../../common/log.js';
 import { RunnerTask, type CountTask, type EmbeddingTask, type InferenceTask, type TaskEvent } from '../../wire/task.js';
 import type { ModelFacts } from '../runner/protocol.js';
-import type { RunnerStatus } from '../runner/supervisor.js';
+import { DEFAULT_CRASH_LOOP, withOverrides } from '../crash-loop.js';
+import type { InstanceRunner, RunnerStatus } from '../runner-contract.js';
 import { unitLength } from '../runner/vectors.js';
 import { ALL_LAYERS, llamaServerArgs, probeServerFeatures } from './llama-server-args.js';
 import {
@@ -25,7 +26,7 @@ import {
   StreamTranslator,
   toolPlan,
 } from './llama-server-protocol.js';
-import { DEFAULT_RESTART_POLICY, ManagedProcess, pollUntil, type RestartPolicy } from './managed-process.js';
+import { DEFAULT_STOP_GRACE_MS, ManagedProcess, pollUntil, type ManagedProcessPolicy } from './managed-process.js';
 import { TokenReservations } from './token-reservations.js';
 
 export interface LlamaServerRunnerOptions {
@@ -101,13 +102,18 @@ interface Request {
   detach: () => void;
 }
 
+/**
+ * Spawn to ready for llama-server: longer than the node-llama-cpp child's 120 s because a pooled
+ * driver also sends its layers to the RPC donors, over the network, before it serves.
+ */
+const LLAMA_SERVER_LOAD_TIMEOUT_MS = 180_000;
 /** How long a dropped connection waits for the process's exit to explain it. */
 const CONNECTION_LOSS_SETTLE_MS = 2000;
 /** Tokenize calls in flight per embedding request. */
 const EMBED_TOKENIZE_CONCURRENCY = 8;
 const FILE_TYPES: Record<number, string> = { 0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 7: 'Q8_0', 8: 'Q5_0', 9: 'Q5_1', 15: 'Q4_K_M', 17: 'Q5_K_M', 18: 'Q6_K', 32: 'BF16' };
 
-export class LlamaServerRunner implements AsyncDisposable {
+export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
   private readonly process: ManagedProcess<ServerFacts>;
   private readonly reservations: TokenReservations;
   private readonly requests = new Map<string, Request>();
@@ -132,11 +138,10 @@ export class LlamaServerRunner implements AsyncDisposable {
       maxQueued: options.maxQueuedRequests ?? 256,
       maxRequestTokens: options.contextTokens,
     });
-    const policy: RestartPolicy = { ...DEFAULT_RESTART_POLICY };
-    for (const key of Object.keys(policy) as Array<keyof RestartPolicy>) {
-      const value = options[key];
-      if (value !== undefined) policy[key] = value;
-    }
+    const policy: ManagedProcessPolicy = withOverrides(
+      { ...DEFAULT_CRASH_LOOP, loadTimeoutMs: LLAMA_SERVER_LOAD_TIMEOUT_MS, stopGraceMs: DEFAULT_STOP_GRACE_MS },
+      options,
+    );
     this.process = new ManagedProcess<ServerFacts>({
       name: 'llama-server',
       binaryPath: options.binaryPath,
@@ -611,7 +616,7 @@ export class LlamaServerRunner implements AsyncDisposable {
 
 /** fetch's own message is just "fetch failed"; the socket error under it says what happened. */
 function describeNetworkError(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   const cause = error instanceof Error ? (error.cause as { code?: string; message?: string } | undefined) : undefined;
   const detail = cause?.code ?? cause?.message;
   return detail ? `${message}: ${detail}` : message;

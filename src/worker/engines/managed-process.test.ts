@@ -11,11 +11,13 @@ import { after, before, test } from 'node:test';
 import { pino } from 'pino';
 import type { ShoalError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
-import { DEFAULT_RESTART_POLICY, ManagedProcess, pollUntil, type RestartPolicy } from './managed-process.js';
+import { DEFAULT_CRASH_LOOP } from '../crash-loop.js';
+import { DEFAULT_STOP_GRACE_MS, ManagedProcess, pollUntil, type ManagedProcessPolicy } from './managed-process.js';
 import { engineRecordDir, processArgv } from './orphans.js';
 import { acceptsConnection } from './rpc-donor.js';
 
 const log: Logger = pino({ level: 'silent' });
+const POLICY: ManagedProcessPolicy = { ...DEFAULT_CRASH_LOOP, loadTimeoutMs: 10_000, stopGraceMs: DEFAULT_STOP_GRACE_MS };
 const NODE = process.execPath;
 
 /** An "engine" that listens on the port it is given. */
@@ -31,13 +33,13 @@ after(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-function managed(script: string, policy: Partial<RestartPolicy> = {}, hooks: { crashes?: ShoalError[]; gaveUp?: ShoalError[] } = {}): ManagedProcess<number> {
+function managed(script: string, policy: Partial<ManagedProcessPolicy> = {}, hooks: { crashes?: ShoalError[]; gaveUp?: ShoalError[] } = {}): ManagedProcess<number> {
   return new ManagedProcess<number>({
     name: 'test-engine',
     binaryPath: NODE,
     dataDir,
     log,
-    policy: { ...DEFAULT_RESTART_POLICY, initialBackoffMs: 20, loadTimeoutMs: 10_000, ...policy },
+    policy: { ...POLICY, initialBackoffMs: 20, ...policy },
     args: (port) => ['-e', script, String(port)],
     probe: async (port, signal) => {
       await pollUntil(() => acceptsConnection(port), signal);
@@ -123,7 +125,7 @@ test('a missing binary fails at once, saying how to build it', async () => {
     binaryPath: join(dataDir, 'nope'),
     dataDir,
     log,
-    policy: DEFAULT_RESTART_POLICY,
+    policy: POLICY,
     args: () => [],
     probe: async () => 0,
   });
@@ -141,7 +143,7 @@ test('when the node process exits, its engines die with it', async () => {
     const { pino } = await import(${JSON.stringify(pinoUrl)});
     const engine = new ManagedProcess({
       name: 'test-engine', binaryPath: process.execPath, dataDir: ${JSON.stringify(dataDir)}, log: pino({ level: 'silent' }),
-      policy: ${JSON.stringify(DEFAULT_RESTART_POLICY)},
+      policy: ${JSON.stringify(POLICY)},
       args: (port) => ['-e', ${JSON.stringify(LISTEN)}, String(port)],
       probe: async (port, signal) => { await pollUntil(() => acceptsConnection(port), signal); return port; },
     });

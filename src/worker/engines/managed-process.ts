@@ -7,31 +7,18 @@ import { access, constants } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { ShoalError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
-import type { RunnerState } from '../runner/supervisor.js';
+import { CrashLoop, type RestartPolicy } from '../crash-loop.js';
+import type { RunnerState } from '../runner-contract.js';
 import { forwardLines, signalGroup } from '../child-output.js';
 import { removeEngineRecord, trackLiveGroup, untrackLiveGroup, writeEngineRecord } from './orphans.js';
 
-export interface RestartPolicy {
-  /** Spawn to ready, before the process is killed as hung. */
-  loadTimeoutMs: number;
-  /** First restart delay after a crash; doubles per crash in the window up to `maxBackoffMs`. */
-  initialBackoffMs: number;
-  maxBackoffMs: number;
-  /** Crashes within `crashWindowMs` that open the circuit breaker (no more restarts). */
-  maxCrashes: number;
-  crashWindowMs: number;
+export interface ManagedProcessPolicy extends RestartPolicy {
   /** How long `stop` waits after SIGTERM before SIGKILL to the process group. */
   stopGraceMs: number;
 }
 
-export const DEFAULT_RESTART_POLICY: RestartPolicy = {
-  loadTimeoutMs: 180_000,
-  initialBackoffMs: 1000,
-  maxBackoffMs: 30_000,
-  maxCrashes: 5,
-  crashWindowMs: 600_000,
-  stopGraceMs: 3000,
-};
+/** The default for `stopGraceMs`. */
+export const DEFAULT_STOP_GRACE_MS = 3000;
 
 export interface ManagedProcessOptions<Info> {
   /** For messages: `llama-server`, `ggml-rpc-server`. */
@@ -40,7 +27,7 @@ export interface ManagedProcessOptions<Info> {
   /** The node's data directory: the child is recorded under `<dataDir>/run/engines` while it runs. */
   dataDir: string;
   log: Logger;
-  policy: RestartPolicy;
+  policy: ManagedProcessPolicy;
   /** Command line for one spawn listening on `port`. */
   args: (port: number) => Promise<string[]> | string[];
   /** Extra environment (secrets go here, never on the command line, which every local user can read). */
@@ -68,7 +55,7 @@ export class ManagedProcess<Info> {
   private infoValue: Info | null = null;
   private portValue: number | null = null;
   private lastPort: number | null = null;
-  private crashTimes: number[] = [];
+  private readonly crashLoop: CrashLoop;
   private restartsValue = 0;
   private restartTimer: NodeJS.Timeout | null = null;
   private loadTimer: NodeJS.Timeout | null = null;
@@ -86,6 +73,7 @@ export class ManagedProcess<Info> {
 
   constructor(private readonly options: ManagedProcessOptions<Info>) {
     this.reasonValue = `starting ${options.name}`;
+    this.crashLoop = new CrashLoop(options.policy, Date.now);
     this.startChild();
   }
 
@@ -272,15 +260,12 @@ export class ManagedProcess<Info> {
     const reason = `${this.options.name} exited with ${how}${detail ? `: ${detail}` : ''}`;
     this.options.log.error({ code, signal, engine: this.options.name }, `engine crashed: ${reason}`);
     this.options.onCrash?.(new ShoalError('RUNNER_CRASHED', `the model's engine crashed mid-request (${reason}): retry the request`));
-    const now = Date.now();
-    this.crashTimes = [...this.crashTimes.filter((t) => now - t < this.options.policy.crashWindowMs), now];
-    if (this.crashTimes.length >= this.options.policy.maxCrashes) {
-      this.giveUp(
-        `gave up after ${this.crashTimes.length} crashes in ${Math.round(this.options.policy.crashWindowMs / 1000)} s; last: ${reason}. Check the model file and the logs, then place the model again`,
-      );
+    const verdict = this.crashLoop.crashed();
+    if (verdict.kind === 'give-up') {
+      this.giveUp(this.crashLoop.giveUpReason(verdict, reason));
       return;
     }
-    const delayMs = Math.min(this.options.policy.maxBackoffMs, this.options.policy.initialBackoffMs * 2 ** (this.crashTimes.length - 1));
+    const { delayMs } = verdict;
     this.stateValue = 'restarting';
     this.reasonValue = `restarting in ${delayMs} ms after: ${reason}`;
     this.notifyReadyWaiters();

@@ -9,7 +9,7 @@ import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
-import { writeFileAtomic } from '../../common/atomic-file.js';
+import { writeFileAtomic } from '../../common/durable-fs.js';
 import type { Logger } from '../../common/log.js';
 
 const run = promisify(execFile);

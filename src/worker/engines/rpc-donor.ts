@@ -4,8 +4,9 @@
 
 import { connect } from 'node:net';
 import type { Logger } from '../../common/log.js';
-import type { RunnerStatus } from '../runner/supervisor.js';
-import { DEFAULT_RESTART_POLICY, ManagedProcess, pollUntil, type RestartPolicy } from './managed-process.js';
+import { DEFAULT_CRASH_LOOP, withOverrides } from '../crash-loop.js';
+import type { InstanceRunner, RunnerStatus } from '../runner-contract.js';
+import { DEFAULT_STOP_GRACE_MS, ManagedProcess, pollUntil, type ManagedProcessPolicy } from './managed-process.js';
 
 export interface RpcDonorOptions {
   /** The `ggml-rpc-server` binary (`findEngine('ggml-rpc-server')`). */
@@ -37,6 +38,7 @@ export interface RpcDonorOptions {
   onChange?: () => void;
 }
 
+/** Spawn to listening: a donor loads nothing until a driver connects, so 30 s means hung. */
 const DEFAULT_DONOR_LOAD_TIMEOUT_MS = 30_000;
 const CONNECT_TIMEOUT_MS = 1000;
 
@@ -45,22 +47,15 @@ const CONNECT_TIMEOUT_MS = 1000;
  * after repeated crashes. Ready means its port accepts a TCP connection. ggml-rpc-server serves one
  * client at a time and has no memory cap of its own: admission is the planner's job.
  */
-export class RpcDonor implements AsyncDisposable {
+export class RpcDonor implements InstanceRunner, AsyncDisposable {
   private readonly process: ManagedProcess<{ port: number }>;
 
   constructor(private readonly options: RpcDonorOptions) {
     if (!Number.isInteger(options.threads) || options.threads < 1) throw new RangeError(`threads must be a positive integer, got ${options.threads}`);
-    const policy: RestartPolicy = {
-      ...DEFAULT_RESTART_POLICY,
-      loadTimeoutMs: options.loadTimeoutMs ?? DEFAULT_DONOR_LOAD_TIMEOUT_MS,
-      ...definedOnly({
-        initialBackoffMs: options.initialBackoffMs,
-        maxBackoffMs: options.maxBackoffMs,
-        maxCrashes: options.maxCrashes,
-        crashWindowMs: options.crashWindowMs,
-        stopGraceMs: options.stopGraceMs,
-      }),
-    };
+    const policy: ManagedProcessPolicy = withOverrides(
+      { ...DEFAULT_CRASH_LOOP, loadTimeoutMs: DEFAULT_DONOR_LOAD_TIMEOUT_MS, stopGraceMs: DEFAULT_STOP_GRACE_MS },
+      options,
+    );
     this.process = new ManagedProcess({
       name: 'ggml-rpc-server',
       binaryPath: options.binaryPath,
@@ -133,8 +128,4 @@ export function acceptsConnection(port: number): Promise<boolean> {
     socket.once('connect', () => done(true));
     socket.once('error', () => done(false));
   });
-}
-
-function definedOnly<T extends Record<string, number | undefined>>(values: T): Partial<Record<keyof T, number>> {
-  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<Record<keyof T, number>>;
 }

@@ -1,5 +1,5 @@
 import '../../polyfill.js';
-import { ShoalError, toShoalError } from '../../common/errors.js';
+import { ShoalError, toShoalError, errorMessage } from '../../common/errors.js';
 import { ToRunner, type FromRunner, type RequestId } from './protocol.js';
 import { LlamaCppEngine } from './llama-cpp-engine.js';
 
@@ -30,7 +30,7 @@ async function load(message: Extract<ToRunner, { type: 'load' }>): Promise<void>
     engine = await LlamaCppEngine.load(message.config, (level, text) => send({ type: 'log', level, message: text }));
     send({ type: 'ready', ...engine.info });
   } catch (error) {
-    send({ type: 'fatal', message: error instanceof Error ? error.message : String(error) });
+    send({ type: 'fatal', message: errorMessage(error) });
     process.exit(1);
   }
 }

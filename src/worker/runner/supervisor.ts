@@ -7,23 +7,16 @@ import type { Logger } from '../../common/log.js';
 import { RunnerTask, type TaskEvent } from '../../wire/task.js';
 import { formatPath } from '../../common/format-path.js';
 import { forwardLines, signalGroup } from '../child-output.js';
+import { CrashLoop, DEFAULT_CRASH_LOOP, withOverrides, type RestartPolicy } from '../crash-loop.js';
+import type { InstanceRunner, RunnerState, RunnerStatus } from '../runner-contract.js';
 import { FromRunner, type ModelFacts, type RequestId, type RunnerConfig, type ToRunner } from './protocol.js';
 
-export type RunnerState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
-
-export interface RunnerStatus {
-  state: RunnerState;
-  /** Why the runner is not ready (load in progress, last crash, breaker open), for health and /state. */
-  reason: string | null;
-  pid: number | null;
-  restarts: number;
-  inFlight: number;
-  queued: number;
-  contextSize: number | null;
-  sequences: number | null;
-  gpu: string | false | null;
-  model: ModelFacts | null;
-}
+/**
+ * Spawn to `ready` for the node-llama-cpp child: it memory-maps a GGUF file already on this node's
+ * disk and creates one context, so two minutes means hung. (llama-server gets longer: see
+ * engines/llama-server.ts.)
+ */
+const RUNNER_LOAD_TIMEOUT_MS = 120_000;
 
 export interface SupervisorOptions {
   config: RunnerConfig;
@@ -62,7 +55,7 @@ const CHILD_PATH = fileURLToPath(new URL('./child.js', import.meta.url));
  * FIFO, restarts it with backoff when it crashes, and gives up (circuit breaker) when it keeps
  * crashing. A crash fails only the requests the runner held; queued ones wait for the restart.
  */
-export class RunnerSupervisor implements AsyncDisposable {
+export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
   private child: ChildProcess | null = null;
   private state: RunnerState = 'starting';
   private reason: string | null = 'loading the model';
@@ -71,23 +64,20 @@ export class RunnerSupervisor implements AsyncDisposable {
   private active = 0;
   private slots = 0;
   private info: { contextSize: number; sequences: number; gpu: string | false; model: ModelFacts } | null = null;
-  private crashTimes: number[] = [];
+  private readonly crashLoop: CrashLoop;
   private restarts = 0;
   private restartTimer: NodeJS.Timeout | null = null;
   private loadTimer: NodeJS.Timeout | null = null;
   private readonly readyWaiters = new Set<() => void>();
-  private readonly opts: Required<Omit<SupervisorOptions, 'log' | 'config' | 'onChange'>>;
+  private readonly opts: { maxQueuedRequests: number; stopGraceMs: number };
 
   constructor(private readonly options: SupervisorOptions) {
     this.opts = {
-      loadTimeoutMs: options.loadTimeoutMs ?? 120_000,
       maxQueuedRequests: options.maxQueuedRequests ?? 256,
-      initialBackoffMs: options.initialBackoffMs ?? 1000,
-      maxBackoffMs: options.maxBackoffMs ?? 30_000,
-      maxCrashes: options.maxCrashes ?? 5,
-      crashWindowMs: options.crashWindowMs ?? 600_000,
       stopGraceMs: options.stopGraceMs ?? 3000,
     };
+    const policy: RestartPolicy = withOverrides({ ...DEFAULT_CRASH_LOOP, loadTimeoutMs: RUNNER_LOAD_TIMEOUT_MS }, options);
+    this.crashLoop = new CrashLoop(policy, Date.now);
     this.spawn();
   }
 
@@ -207,11 +197,12 @@ export class RunnerSupervisor implements AsyncDisposable {
     child.on('message', (raw: unknown) => this.onMessage(child, raw));
     child.on('error', (error) => log.error({ err: error }, 'runner process error'));
     child.once('exit', (code, signal) => this.onExit(child, code, signal));
+    const { loadTimeoutMs } = this.crashLoop.policy;
     this.loadTimer = setTimeout(() => {
-      this.reason = `the model did not load within ${this.opts.loadTimeoutMs} ms`;
+      this.reason = `the model did not load within ${loadTimeoutMs} ms`;
       log.error(this.reason);
       killGroup(child, 'SIGKILL');
-    }, this.opts.loadTimeoutMs);
+    }, loadTimeoutMs);
     this.sendToChild({ type: 'load', config: this.options.config });
   }
 
@@ -282,18 +273,17 @@ export class RunnerSupervisor implements AsyncDisposable {
       request.events.fail(new ShoalError('RUNNER_CRASHED', `the model's runner crashed mid-request (${reason}): retry the request`));
       this.forget(request);
     }
-    const now = Date.now();
-    this.crashTimes = [...this.crashTimes.filter((t) => now - t < this.opts.crashWindowMs), now];
-    if (this.crashTimes.length >= this.opts.maxCrashes) {
+    const verdict = this.crashLoop.crashed();
+    if (verdict.kind === 'give-up') {
       this.state = 'failed';
-      this.reason = `gave up after ${this.crashTimes.length} crashes in ${Math.round(this.opts.crashWindowMs / 1000)} s; last: ${reason}. Check the model file and the logs, then place the model again`;
+      this.reason = this.crashLoop.giveUpReason(verdict, reason);
       this.options.log.error(this.reason);
       this.failQueued();
       this.notifyReadyWaiters();
       this.options.onChange?.();
       return;
     }
-    const delayMs = Math.min(this.opts.maxBackoffMs, this.opts.initialBackoffMs * 2 ** (this.crashTimes.length - 1));
+    const { delayMs } = verdict;
     this.state = 'restarting';
     this.reason = `restarting in ${delayMs} ms after: ${reason}`;
     this.options.onChange?.();

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ShoalError, toShoalError } from '../../../common/errors.js';
 import type { ChatMessage } from '../../../wire/task.js';
 import { fromFastifyError } from '../../fastify-errors.js';
-import type { FamilyOptions } from '../../server.js';
+import type { FamilyOptions } from '../../family.js';
 import { clientAbortSignal, SSE_HEADERS, startTask, type StartedTask } from '../../stream.js';
 import { sendOpenAIError } from '../routes.js';
 import { appendItems, responseRequestToTask } from './normalize.js';

@@ -1,0 +1,28 @@
+// What the placement routes (placement-routes.ts) need of the node, and the body they accept: the
+// placement service fills this port (src/placement/control.ts), so the routes never import it.
+
+import { z } from 'zod';
+import type { PlacementError } from '../../placement/errors.js';
+import type { Plan } from '../../placement/planner.js';
+
+/** What the placement routes need from the node. */
+export interface PlacementControl {
+  /** The plan, or the planner's typed reason it cannot be placed. */
+  plan(request: PlaceBody): Promise<{ ok: true; plan: Plan } | { ok: false; error: PlacementError }>;
+  /** Places it; throws a ShoalError carrying `placement` when the planner refuses. */
+  place(request: PlaceBody): Promise<unknown>;
+  end(instanceId: string): Promise<void>;
+}
+
+const MAX_EXCLUSIONS = 64;
+
+export const PlaceBody = z.strictObject({
+  model: z.string().min(1).max(200),
+  replicas: z.number().int().min(1).max(64).optional(),
+  exclude: z.array(z.string().min(1).max(200)).max(MAX_EXCLUSIONS).optional(),
+  min_nodes: z.number().int().min(1).max(16).optional(),
+  context_tokens: z.number().int().min(1).max(1 << 21).optional(),
+  parallel: z.number().int().min(1).max(64).optional(),
+  dry_run: z.boolean().optional(),
+});
+export type PlaceBody = z.infer<typeof PlaceBody>;

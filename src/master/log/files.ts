@@ -1,0 +1,53 @@
+// File helpers of the event log. Its temporary files are `<name>.tmp`, which `open` deletes as
+// leftovers of an interrupted write (src/common/durable-fs.ts's writeFileAtomic names its own
+// differently, so the log keeps these).
+
+import { join } from 'node:path';
+import { open, rename, unlink } from 'node:fs/promises';
+import { fsyncDir } from '../../common/durable-fs.js';
+import { ShoalError } from '../../common/errors.js';
+
+/** Indexes in file names are zero-padded to 20 digits, so names sort in idx order. */
+export function padIdx(idx: number): string {
+  return String(idx).padStart(20, '0');
+}
+
+export function errnoCode(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string' ? error.code : undefined;
+}
+
+export function logCorrupt(dir: string, file: string, offset: string, detail: string): ShoalError {
+  return new ShoalError(
+    'LOG_CORRUPT',
+    `the event log file ${join(dir, file)} is corrupt at byte ${offset}: ${detail}. The records after that point cannot be trusted, ` +
+      `so this node will not start on this log. Move ${dir} aside (for example: mv ${dir} ${dir}.corrupt) to start this node with an empty log; ` +
+      `it will catch up from the cluster.`,
+  );
+}
+
+export async function writeFileSynced(path: string, bytes: Uint8Array): Promise<void> {
+  const fh = await open(path, 'w');
+  try {
+    let written = 0;
+    while (written < bytes.length) {
+      const { bytesWritten } = await fh.write(bytes, written, bytes.length - written, written);
+      written += bytesWritten;
+    }
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Writes `name` in `dir` atomically: tmp file, fsync, rename over, fsync the directory. */
+export async function writeAtomic(dir: string, name: string, bytes: Uint8Array): Promise<void> {
+  const tmp = join(dir, `${name}.tmp`);
+  try {
+    await writeFileSynced(tmp, bytes);
+    await rename(tmp, join(dir, name));
+  } catch (error) {
+    await unlink(tmp).catch(() => {});
+    throw error;
+  }
+  await fsyncDir(dir);
+}

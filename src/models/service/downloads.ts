@@ -1,0 +1,208 @@
+// Downloads in the background: started or joined by pull (and `add --pull`), with progress, cancel,
+// a short history of finished ones, and the wait of a serving node for the file it needs.
+
+import { randomUUID } from 'node:crypto';
+import { ShoalError } from '../../common/errors.js';
+import { loadCatalog } from '../cards/catalog.js';
+import type { FileProgress } from '../store/progress.js';
+import type { DownloadPlan } from '../store/plan.js';
+import type { StoredModel } from '../store/store.js';
+import type { ByteSource } from '../store/transfer.js';
+import type { DownloadListView, DownloadView, PullView, StorageView } from '../views.js';
+import type { ModelsContext } from './context.js';
+import { downloadView, type DownloadRecord } from './download-record.js';
+import { findPeerCopy, obtain, type KnownCopy } from './download-sources.js';
+import { withPeerFailures } from './failures.js';
+
+/** Finished downloads kept in GET /models/downloads (the running ones are always listed). */
+export const FINISHED_DOWNLOADS_KEPT = 20;
+/** How long DELETE /models/downloads/:id waits for the transfer to stop before answering. */
+const CANCEL_WAIT_MS = 10_000;
+/** How long stopping the service waits for its running downloads to stop. */
+const CLOSE_WAIT_MS = 2000;
+/** How often a serving node checks on a download it waits for. */
+const DOWNLOAD_POLL_MS = 500;
+
+/** The repo, revision and file a download must end with. */
+export interface WantedCopy {
+  repo: string;
+  revision: string;
+  file: string;
+}
+
+export class Downloads {
+  private readonly records = new Map<string, DownloadRecord>();
+  private closed = false;
+
+  /** `afterDone`: what follows a verified download (the card rewritten with the file's facts). */
+  constructor(
+    private readonly ctx: ModelsContext,
+    private readonly afterDone: (modelId: string, stored: StoredModel) => Promise<void>,
+  ) {}
+
+  /**
+   * Starts getting a model in the background, or joins the one running: from a member that holds it
+   * (src/models/peer-models.ts), else from the hub. Without a card here, a member's copy is still taken:
+   * an instance placed on this node needs the file of a model only another node added.
+   */
+  async pull(id: string): Promise<PullView> {
+    const running = this.activeFor(id);
+    if (running) return { download: this.view(running), joined: true };
+    const catalog = await loadCatalog(this.ctx.dataDir);
+    const entry = catalog.entries.get(id);
+    if (!entry) {
+      const copy = await findPeerCopy(this.ctx, id);
+      const again = this.activeFor(id);
+      if (again) return { download: this.view(again), joined: true };
+      if (copy) return { download: this.view(this.launch(id, { repo: copy.copy.repo, revision: copy.copy.revision, file: copy.copy.primaryPath }, null, copy)), joined: false };
+      const broken = catalog.errors.find((e) => e.message.includes(id));
+      throw new ShoalError('NOT_FOUND', `no model card '${id}'${broken ? ` (a card file is broken: ${broken.message})` : ''}: add it first with 'shoal models add <owner/repo>[:<quant>]', or see 'shoal models ls'`);
+    }
+    const source = entry.card.source;
+    if (source.kind === 'builtin') throw new ShoalError('BAD_REQUEST', `${id} is a built-in model: it is generated on first use, there is nothing to download`);
+    if (source.kind === 'file') throw new ShoalError('BAD_REQUEST', `${id} is a local file (${source.path}): there is nothing to download`);
+    const again = this.activeFor(id);
+    if (again) return { download: this.view(again), joined: true };
+    return { download: this.view(this.launch(id, { repo: source.repo, revision: source.revision, file: source.file }, null, null)), joined: false };
+  }
+
+  /** Starts (or joins) the download of `modelId` and resolves with the file once it is verified. */
+  async waitForFile(modelId: string, signal: AbortSignal): Promise<string> {
+    const { download } = await this.pull(modelId);
+    for (;;) {
+      const now = this.get(download.id);
+      if (now.state === 'done' && now.path !== null) return now.path;
+      if (now.state === 'failed' || now.state === 'cancelled') {
+        throw new ShoalError('MODEL_FAILED', `downloading ${modelId} ${now.state}: ${now.error?.message ?? 'no reason given'}`);
+      }
+      if (signal.aborted) throw new ShoalError('CANCELLED', `stopped waiting for the download of ${modelId}`);
+      await new Promise((resolve) => setTimeout(resolve, DOWNLOAD_POLL_MS));
+    }
+  }
+
+  /** The download of `modelId` under way, if there is one. */
+  activeFor(modelId: string): DownloadRecord | undefined {
+    return [...this.records.values()].find((d) => d.modelId === modelId && d.finishedAtMs === null);
+  }
+
+  /** Starts a download of `want` in the background: from `preset` (the hub's plan) or `known` (a member's copy) when given. */
+  launch(modelId: string, want: WantedCopy, preset: DownloadPlan | null, known: KnownCopy | null): DownloadRecord {
+    if (this.closed) throw new ShoalError('RUNNER_STOPPED', 'the node is stopping');
+    const record: DownloadRecord = {
+      id: `dl-${randomUUID().slice(0, 8)}`,
+      modelId,
+      repo: want.repo,
+      revision: want.revision,
+      state: 'resolving',
+      progress: null,
+      progressAtMs: Date.now(),
+      startedAtMs: Date.now(),
+      finishedAtMs: null,
+      path: null,
+      error: null,
+      controller: new AbortController(),
+      settled: Promise.resolve(),
+      source: null,
+      peerFailures: [],
+    };
+    this.records.set(record.id, record);
+    const signal = record.controller.signal;
+    const log = this.ctx.log.child({ modelId, download: record.id });
+    record.settled = (async () => {
+      try {
+        const stored = await obtain(this.ctx, record, want.file, preset, known, log, (plan, source) => this.transfer(record, plan, source));
+        record.path = stored.path;
+        record.state = 'done';
+        log.info({ path: stored.path, fetched: record.progress?.fetchedBytes ?? 0, source: record.source }, 'download done');
+        await this.afterDone(modelId, stored).catch((error: unknown) => log.warn({ err: error }, 'could not rewrite the card with the GGUF facts'));
+      } catch (error) {
+        if (signal.aborted) {
+          record.state = 'cancelled';
+          record.error = new ShoalError('CANCELLED', `the download of ${modelId} was cancelled; its part files are kept and the next pull resumes them`);
+          log.info('download cancelled');
+        } else {
+          record.state = 'failed';
+          record.error = withPeerFailures(this.ctx.hub.friendly(error), record.peerFailures);
+          log.warn({ err: error }, `download failed: ${record.error.message}`);
+        }
+      } finally {
+        record.finishedAtMs = Date.now();
+        this.trimFinished();
+      }
+    })();
+    return record;
+  }
+
+  /** Starts the store's transfer of `plan` from `source` (the hub when undefined), with progress into `record`. */
+  private transfer(record: DownloadRecord, plan: DownloadPlan, source: ByteSource | undefined): Promise<StoredModel> {
+    record.state = 'downloading';
+    record.progress = {
+      modelId: record.modelId,
+      repo: record.repo,
+      revision: plan.revision,
+      files: plan.files.map((f): FileProgress => ({ path: f.path, totalBytes: f.size, doneBytes: 0, state: 'queued' })),
+      doneBytes: 0,
+      totalBytes: plan.files.reduce((s, f) => s + f.size, 0),
+      fetchedBytes: 0,
+      bytesPerSecond: 0,
+      etaSeconds: null,
+      done: false,
+    };
+    record.progressAtMs = Date.now();
+    return this.ctx.store.download(plan, {
+      signal: record.controller.signal,
+      onProgress: (p) => {
+        record.progress = p;
+        record.progressAtMs = Date.now();
+      },
+      ...(source === undefined ? {} : { source }),
+    });
+  }
+
+  private trimFinished(): void {
+    const finished = [...this.records.values()].filter((d) => d.finishedAtMs !== null).sort((a, b) => (a.finishedAtMs as number) - (b.finishedAtMs as number));
+    for (const d of finished.slice(0, Math.max(0, finished.length - FINISHED_DOWNLOADS_KEPT))) this.records.delete(d.id);
+  }
+
+  view(d: DownloadRecord): DownloadView {
+    return downloadView(d, Date.now());
+  }
+
+  list(): DownloadListView {
+    return { downloads: [...this.records.values()].sort((a, b) => a.startedAtMs - b.startedAtMs).map((d) => this.view(d)) };
+  }
+
+  get(id: string): DownloadView {
+    const d = this.records.get(id);
+    if (!d) throw new ShoalError('NOT_FOUND', `no download '${id}': see GET /models/downloads`);
+    return this.view(d);
+  }
+
+  /** Downloads under way with their bytes so far, for the storage report. */
+  running(): StorageView['downloads'] {
+    return [...this.records.values()]
+      .filter((d) => d.finishedAtMs === null)
+      .map((d) => ({ id: d.id, modelId: d.modelId, doneBytes: d.progress?.doneBytes ?? 0, totalBytes: d.progress?.totalBytes ?? 0 }));
+  }
+
+  /** Cancels a running download (its part files stay for a later resume); a finished one is returned as it is. */
+  async cancel(id: string): Promise<DownloadView> {
+    const d = this.records.get(id);
+    if (!d) throw new ShoalError('NOT_FOUND', `no download '${id}': see GET /models/downloads`);
+    if (d.finishedAtMs === null) {
+      d.controller.abort(new ShoalError('CANCELLED', `the download of ${d.modelId} was cancelled`));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([d.settled, new Promise<void>((r) => (timer = setTimeout(r, CANCEL_WAIT_MS)))]);
+      clearTimeout(timer);
+    }
+    return this.view(d);
+  }
+
+  /** Cancels running downloads (their part files stay for the next start) and waits for them to stop. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const running = [...this.records.values()].filter((d) => d.finishedAtMs === null);
+    for (const d of running) d.controller.abort(new ShoalError('CANCELLED', 'the node is stopping'));
+    await Promise.race([Promise.all(running.map((d) => d.settled)), new Promise((r) => setTimeout(r, CLOSE_WAIT_MS).unref())]);
+  }
+}

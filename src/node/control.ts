@@ -1,0 +1,47 @@
+import type { NodeControl, StatusView } from '../api/control/control.js';
+import type { ControlPlane } from '../cluster/control-plane.js';
+import type { NodeTelemetry } from '../cluster/telemetry.js';
+import type { PeerModels } from '../models/peer-models.js';
+import type { Worker } from '../worker/worker.js';
+import { instanceViews } from './node-views.js';
+
+/** The parts `GET /state` reads from. */
+export interface StatusParts {
+  plane: ControlPlane;
+  worker: Worker;
+  telemetry: NodeTelemetry;
+  peers: PeerModels;
+}
+
+/**
+ * The control routes' port: the plane's membership actions, bound (a route calls them detached from
+ * the plane), and a status that adds to the plane's what this node's runners, the telemetry plane
+ * and the members' model copies say.
+ */
+export function nodeControl(parts: StatusParts): NodeControl {
+  const { plane } = parts;
+  return {
+    status: () => nodeStatus(parts),
+    invite: (target) => plane.invite(target),
+    inviteCode: () => plane.inviteCode(),
+    join: (code) => plane.join(code),
+    approve: (selector) => plane.approve(selector),
+    decline: (selector) => plane.decline(selector),
+    remove: (target) => plane.remove(target),
+    leave: () => plane.leave(),
+    dissolve: () => plane.dissolve(),
+    nickname: (target, nickname) => plane.nickname(target, nickname),
+    makeHost: (target) => plane.makeHost(target),
+  };
+}
+
+function nodeStatus({ plane, worker, telemetry, peers }: StatusParts): StatusView {
+  return {
+    ...plane.status(),
+    models: worker.status(),
+    instances: instanceViews(plane.view().state, plane.nodeId, worker.status(), (nodeId) => telemetry.runnersOf(nodeId)),
+    resources: telemetry.resourcesView(),
+    artifacts: peers.artifactsView(),
+    links: telemetry.links(),
+  };
+}

@@ -1,0 +1,25 @@
+// The placement routes' port (src/api/control/placement-port.ts) over a PlacementService: the
+// request body's wire names become a PlaceRequest, and a DELETE ends the instance as an operator's stop.
+
+import type { PlaceBody, PlacementControl } from '../api/control/placement-port.js';
+import type { PlacementService, PlaceRequest } from './service.js';
+
+export function placementControl(placement: PlacementService): PlacementControl {
+  return {
+    plan: async (body) => (await placement.plan(placeRequest(body))).result,
+    place: (body) => placement.place(placeRequest(body)),
+    end: (instanceId) => placement.end(instanceId, 'deleted', 'stopped by an operator'),
+  };
+}
+
+/** Only the fields the body carries: an absent one keeps the planner's default. */
+export function placeRequest(body: PlaceBody): PlaceRequest {
+  return {
+    model: body.model,
+    ...(body.replicas !== undefined ? { replicas: body.replicas } : {}),
+    ...(body.exclude !== undefined ? { exclude: body.exclude } : {}),
+    ...(body.min_nodes !== undefined ? { minNodes: body.min_nodes } : {}),
+    ...(body.context_tokens !== undefined ? { contextTokens: body.context_tokens } : {}),
+    ...(body.parallel !== undefined ? { parallel: body.parallel } : {}),
+  };
+}

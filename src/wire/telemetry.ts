@@ -1,0 +1,79 @@
+import { z } from 'zod';
+import { ClusterId, InstanceId, ModelId, NodeId } from '../common/ids.js';
+import { InstanceRole } from './instance-role.js';
+
+// Readings on the telemetry plane (gossip, last write wins per sender): what each node says about itself
+// for placement, routing and model copies. The plane's other message, the heartbeat, belongs to the
+// control-plane core (src/master/core/messages.ts, with the plane's byte limit and topic), which reads it for liveness.
+
+/** Most GPUs, backend tags and runners one node reports (keeps a report under MAX_TELEMETRY_MESSAGE_BYTES). */
+export const MAX_REPORTED_GPUS = 8;
+export const MAX_REPORTED_BACKENDS = 16;
+export const MAX_REPORTED_RUNNERS = 12;
+export const MAX_REPORTED_PEERS = 32;
+const Bytes = z.number().int().min(0);
+
+/** What a node can offer placement, read every few seconds. Never event-sourced. */
+export const ResourcesMessage = z.strictObject({
+  type: z.literal('resources'),
+  clusterId: ClusterId,
+  nodeId: NodeId,
+  seq: z.number().int().min(0),
+  memory: z.strictObject({
+    totalBytes: Bytes,
+    availableBytes: Bytes,
+    /** What placement may still use here: the smaller of available memory and the `--memory-budget` left. */
+    offerBytes: Bytes,
+  }),
+  cpu: z.strictObject({ cores: z.number().int().min(1), loadPct: z.number().min(0).max(100) }),
+  gpus: z.array(z.strictObject({ name: z.string().max(128), totalBytes: Bytes, usedBytes: Bytes })).max(MAX_REPORTED_GPUS),
+  backends: z.array(z.string().min(1).max(64)).max(MAX_REPORTED_BACKENDS),
+  memoryBandwidthBytesPerS: z.number().min(0).nullable(),
+  disk: z.strictObject({ freeBytes: Bytes.nullable() }),
+  /** Members this node has a live connection to (the dashboard draws them as links). */
+  peers: z.array(NodeId).max(MAX_REPORTED_PEERS),
+});
+
+export const RunnerReport = z.strictObject({
+  instanceId: InstanceId,
+  modelId: ModelId,
+  role: InstanceRole,
+  state: z.enum(['starting', 'ready', 'restarting', 'failed', 'stopped']),
+  reason: z.string().max(200).nullable(),
+  inFlight: z.number().int().min(0),
+  queued: z.number().int().min(0),
+});
+/** The runners a node has right now: routing reads it to find a ready instance and its load. */
+export const RunnersMessage = z.strictObject({
+  type: z.literal('runners'),
+  clusterId: ClusterId,
+  nodeId: NodeId,
+  seq: z.number().int().min(0),
+  runners: z.array(RunnerReport).max(MAX_REPORTED_RUNNERS),
+});
+
+/**
+ * Most model copies one node reports. With ids of at most 200 characters (ModelId) and the fields
+ * below, 12 entries keep a message under MAX_TELEMETRY_MESSAGE_BYTES (worst case about 3.6 KiB as JSON;
+ * src/models/model-copy.test.ts checks it); a node with more reports its most recently used.
+ */
+export const MAX_REPORTED_ARTIFACTS = 12;
+export const ArtifactReport = z.strictObject({
+  modelId: ModelId,
+  /** The hub commit of the copy. */
+  revision: z.string().regex(/^[0-9a-f]{40}$/),
+  bytes: Bytes,
+});
+/** The complete model copies a node holds, for peers that need one of them (copy instead of download). */
+export const ArtifactsMessage = z.strictObject({
+  type: z.literal('artifacts'),
+  clusterId: ClusterId,
+  nodeId: NodeId,
+  seq: z.number().int().min(0),
+  models: z.array(ArtifactReport).max(MAX_REPORTED_ARTIFACTS),
+});
+export type ArtifactReport = z.infer<typeof ArtifactReport>;
+export type ArtifactsMessage = z.infer<typeof ArtifactsMessage>;
+export type ResourcesMessage = z.infer<typeof ResourcesMessage>;
+export type RunnersMessage = z.infer<typeof RunnersMessage>;
+export type RunnerReport = z.infer<typeof RunnerReport>;

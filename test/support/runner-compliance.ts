@@ -1,0 +1,230 @@
+// The engine compliance suite: written once against the runner contract (src/worker/runner-contract.ts)
+// and run by one test file per request-serving engine (test/integration/runner-*.test.ts), in the
+// manner of js-libp2p's interface-compliance-tests. An engine that passes can be held by the worker
+// and routed to like any other. Engine-specific behaviour (token reservations, orphan records, log
+// probabilities) stays in that engine's own tests.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { ShoalError, type ErrorCode } from '../../src/common/errors.js';
+import { TaskEvent, type InferenceTask } from '../../src/wire/task.js';
+import type { InstanceRunner } from '../../src/worker/runner-contract.js';
+
+export type ServingRunner = InstanceRunner & Required<Pick<InstanceRunner, 'run'>>;
+
+/** What a case asks of the engine it starts; the rest (model, threads, context) is the test file's choice. */
+export interface ComplianceRunnerOptions {
+  /** Requests served at once. */
+  slots: number;
+  /** Crashes within the window that open the circuit breaker. */
+  maxCrashes: number;
+  /** First restart delay after a crash, short so that the suite stays fast. */
+  initialBackoffMs: number;
+}
+
+export interface ComplianceSuiteOptions {
+  /** A reason to skip the suite (the engine is not built here), or false. */
+  skip: string | false;
+  /** The `model` field of the tasks sent. */
+  modelId: string;
+  /** Per case. Default 120 000. */
+  timeoutMs?: number;
+}
+
+const DEFAULTS: ComplianceRunnerOptions = { slots: 1, maxCrashes: 5, initialBackoffMs: 50 };
+const PROMPT: InferenceTask['prompt'] = { kind: 'text', text: 'Once upon a time there was a' };
+
+/**
+ * Registers the contract's cases under `describe(name)`. `makeRunner` starts a fresh engine per case
+ * on a model that never ends a reply on its own (like `shoal/tiny`), with room for a generation of
+ * a few hundred tokens per slot, so a request without a token limit is still running when a case
+ * cancels it or kills the engine under it.
+ */
+export function runnerComplianceSuite(name: string, makeRunner: (options: ComplianceRunnerOptions) => ServingRunner, suite: ComplianceSuiteOptions): void {
+  function generate(maxTokens: number | null): InferenceTask {
+    return {
+      kind: 'generate',
+      model: suite.modelId,
+      prompt: PROMPT,
+      sampling: { maxTokens, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
+      stop: [],
+      tools: [],
+      toolChoice: { mode: 'auto' },
+      format: { kind: 'text' },
+      logprobs: null,
+    };
+  }
+
+  async function withRunner(options: Partial<ComplianceRunnerOptions>, body: (runner: ServingRunner) => Promise<void>): Promise<void> {
+    const runner = makeRunner({ ...DEFAULTS, ...options });
+    try {
+      await body(runner);
+    } finally {
+      await runner.stop();
+    }
+  }
+
+  /** Runs `task` to its end; `onEvent` may act on the runner mid-stream. */
+  async function collect(runner: ServingRunner, maxTokens: number | null, onEvent?: (event: TaskEvent, texts: number) => void, signal = new AbortController().signal): Promise<TaskEvent[]> {
+    const events: TaskEvent[] = [];
+    let texts = 0;
+    for await (const event of runner.run(generate(maxTokens), signal)) {
+      events.push(TaskEvent.parse(event));
+      if (event.type === 'text') texts += 1;
+      onEvent?.(event, texts);
+    }
+    return events;
+  }
+
+  async function fails(promise: Promise<unknown>, code: ErrorCode): Promise<ShoalError> {
+    try {
+      await promise;
+    } catch (error) {
+      assert.ok(error instanceof ShoalError, `expected a ShoalError ${code}, got ${String(error)}`);
+      assert.equal(error.code, code, error.message);
+      return error;
+    }
+    return assert.fail(`expected ${code}, but it succeeded`);
+  }
+
+  function refuses(runner: ServingRunner, code: ErrorCode): void {
+    assert.throws(
+      () => runner.run(generate(1), new AbortController().signal),
+      (error: unknown) => error instanceof ShoalError && error.code === code,
+      `a new request is refused with ${code}`,
+    );
+  }
+
+  function completionTokens(events: TaskEvent[]): number {
+    const end = events.at(-1);
+    assert.equal(end?.type, 'end', `last event: ${JSON.stringify(end)}`);
+    return (end as Extract<TaskEvent, { type: 'end' }>).usage.completionTokens;
+  }
+
+  async function eventually(check: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!check()) {
+      assert.ok(Date.now() < deadline, `not within ${timeoutMs} ms: ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  function gone(pid: number): boolean {
+    try {
+      process.kill(pid, 0);
+      return false;
+    } catch (error) {
+      return (error as NodeJS.ErrnoException).code === 'ESRCH';
+    }
+  }
+
+  const options = { skip: suite.skip, timeout: suite.timeoutMs ?? 120_000 };
+
+  describe(`${name} keeps the runner contract`, options, () => {
+    test('it starts, loads and reports ready with its slots', () =>
+      withRunner({ slots: 2 }, async (runner) => {
+        assert.equal(runner.status().state, 'starting');
+        await runner.whenReady();
+        const status = runner.status();
+        assert.equal(status.state, 'ready');
+        assert.equal(status.reason, null);
+        assert.ok(status.pid !== null && status.pid > 0, `pid ${status.pid}`);
+        assert.equal(status.sequences, 2);
+        assert.ok(status.contextSize !== null && status.contextSize > 0);
+        assert.deepEqual({ restarts: status.restarts, inFlight: status.inFlight, queued: status.queued }, { restarts: 0, inFlight: 0, queued: 0 });
+      }));
+
+    test('a generation streams a start, text, and an end with its usage', () =>
+      withRunner({}, async (runner) => {
+        await runner.whenReady();
+        const events = await collect(runner, 8);
+        const start = events[0];
+        assert.equal(start?.type, 'start');
+        const promptTokens = (start as Extract<TaskEvent, { type: 'start' }>).promptTokens;
+        assert.ok(promptTokens > 1);
+        const middle = events.slice(1, -1);
+        assert.ok(middle.length > 0 && middle.every((event) => event.type === 'text'), JSON.stringify(middle));
+        assert.match(middle.map((event) => (event.type === 'text' ? event.text : '')).join(''), /\S/);
+        assert.deepEqual(events.at(-1), { type: 'end', finishReason: 'length', stopSequence: null, usage: { promptTokens, completionTokens: 8 } });
+        assert.equal(runner.status().inFlight, 0);
+      }));
+
+    test('cancelling mid-stream ends the request with CANCELLED and frees its slot for the next one', () =>
+      withRunner({ slots: 1 }, async (runner) => {
+        await runner.whenReady();
+        const controller = new AbortController();
+        await fails(
+          collect(runner, null, (_event, texts) => texts === 3 && controller.abort(), controller.signal),
+          'CANCELLED',
+        );
+        await eventually(() => runner.status().inFlight === 0 && runner.status().queued === 0, 'the cancelled request lets go of its slot');
+        // One slot: the next request can only run in the one the cancelled request held.
+        assert.equal(completionTokens(await collect(runner, 4)), 4);
+      }));
+
+    test('as many concurrent requests as slots all run at once and complete', () =>
+      withRunner({ slots: 2 }, async (runner) => {
+        await runner.whenReady();
+        let maxInFlight = 0;
+        const sample = (): void => void (maxInFlight = Math.max(maxInFlight, runner.status().inFlight));
+        const all = Promise.all([0, 1].map(() => collect(runner, 32, sample)));
+        const submitted = runner.status();
+        assert.equal(submitted.inFlight + submitted.queued, 2);
+        for (const events of await all) assert.equal(completionTokens(events), 32);
+        assert.equal(maxInFlight, 2);
+        assert.deepEqual({ inFlight: runner.status().inFlight, queued: runner.status().queued }, { inFlight: 0, queued: 0 });
+      }));
+
+    test('killing its process fails the request in flight with RUNNER_CRASHED; it restarts and serves', () =>
+      withRunner({ slots: 1 }, async (runner) => {
+        await runner.whenReady();
+        const pid = runner.status().pid!;
+        await fails(
+          collect(runner, null, (_event, texts) => texts === 3 && process.kill(pid, 'SIGKILL')),
+          'RUNNER_CRASHED',
+        );
+        await runner.whenReady();
+        const status = runner.status();
+        assert.equal(status.state, 'ready');
+        assert.equal(status.restarts, 1);
+        assert.notEqual(status.pid, pid);
+        assert.equal(completionTokens(await collect(runner, 3)), 3);
+      }));
+
+    test('repeated crashes open the circuit breaker: state failed, requests refused with MODEL_FAILED', () =>
+      withRunner({ slots: 1, maxCrashes: 2 }, async (runner) => {
+        await runner.whenReady();
+        const first = runner.status().pid!;
+        process.kill(first, 'SIGKILL');
+        await eventually(() => runner.status().state === 'ready' && runner.status().restarts === 1, 'it restarts after the first crash');
+        process.kill(runner.status().pid!, 'SIGKILL');
+        await eventually(() => runner.status().state === 'failed', 'the breaker opens at the second crash');
+        const status = runner.status();
+        assert.match(status.reason ?? '', /gave up after 2 crashes/);
+        assert.equal(status.restarts, 1);
+        assert.equal(status.pid, null);
+        await fails(runner.whenReady(), 'MODEL_FAILED');
+        refuses(runner, 'MODEL_FAILED');
+      }));
+
+    test('stop ends the request in flight with RUNNER_STOPPED, ends the process and refuses new requests', () =>
+      withRunner({ slots: 1 }, async (runner) => {
+        await runner.whenReady();
+        const pid = runner.status().pid!;
+        let streaming!: () => void;
+        const started = new Promise<void>((resolve) => (streaming = resolve));
+        const running = fails(
+          collect(runner, null, (event) => event.type === 'text' && streaming()),
+          'RUNNER_STOPPED',
+        );
+        // A stream that fails before its first text fails the case here rather than at the timeout.
+        await Promise.race([started, running]);
+        await runner.stop();
+        await running;
+        assert.equal(runner.status().state, 'stopped');
+        refuses(runner, 'RUNNER_STOPPED');
+        await fails(runner.whenReady(), 'RUNNER_STOPPED');
+        await eventually(() => gone(pid), 'the engine process is gone');
+      }));
+  });
+}
