@@ -62,3 +62,12 @@ test('fsyncDir syncs a directory and rejects a missing one', async () => {
   await fsyncDir(dir);
   await assert.rejects(fsyncDir(join(dir, 'missing')), { code: 'ENOENT' });
 });
+
+test('a named temp file left by a crash is written through, and gone once the target is replaced', async () => {
+  const sub = join(dir, 'named-temp');
+  await mkdir(sub, { recursive: true });
+  await writeFile(join(sub, 'term.tmp'), 'partial write from a crash');
+  await writeFileAtomic(join(sub, 'term'), 'new', { tempPath: join(sub, 'term.tmp') });
+  assert.deepEqual(await readdir(sub), ['term']);
+  assert.equal(await readFile(join(sub, 'term'), 'utf8'), 'new');
+});

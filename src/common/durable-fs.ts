@@ -30,10 +30,14 @@ export async function fsyncDir(path: string): Promise<void> {
  * file of that name is never written through), removed again on any failure, and recognisable by
  * its `.tmp-` for the sweeps that delete what a crash left behind (src/worker/engines/orphans.ts).
  * `mode` is set with chmod after creation, so the umask cannot narrow it.
+ *
+ * `tempPath` names the temp file instead, for an owner that is alone in its directory and sweeps
+ * that name itself at start (the event log's `<name>.tmp`, src/master/log/recovery.ts); it is
+ * truncated rather than created exclusively, since a crash may have left it.
  */
-export async function writeFileAtomic(path: string, data: string | Uint8Array, options: { mode?: number } = {}): Promise<void> {
-  const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  const handle = await open(tmp, 'wx', options.mode);
+export async function writeFileAtomic(path: string, data: string | Uint8Array, options: { mode?: number; tempPath?: string } = {}): Promise<void> {
+  const tmp = options.tempPath ?? `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+  const handle = await open(tmp, options.tempPath === undefined ? 'wx' : 'w', options.mode);
   try {
     try {
       if (options.mode !== undefined) await handle.chmod(options.mode);

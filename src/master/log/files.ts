@@ -1,10 +1,9 @@
 // File helpers of the event log. Its temporary files are `<name>.tmp`, which `open` deletes as
-// leftovers of an interrupted write (src/common/durable-fs.ts's writeFileAtomic names its own
-// differently, so the log keeps these).
+// leftovers of an interrupted write (src/master/log/recovery.ts).
 
 import { join } from 'node:path';
-import { open, rename, unlink } from 'node:fs/promises';
-import { fsyncDir } from '../../common/durable-fs.js';
+import { open } from 'node:fs/promises';
+import { writeFileAtomic } from '../../common/durable-fs.js';
 import { ShoalError } from '../../common/errors.js';
 
 /** Indexes in file names are zero-padded to 20 digits, so names sort in idx order. */
@@ -39,15 +38,7 @@ export async function writeFileSynced(path: string, bytes: Uint8Array): Promise<
   }
 }
 
-/** Writes `name` in `dir` atomically: tmp file, fsync, rename over, fsync the directory. */
-export async function writeAtomic(dir: string, name: string, bytes: Uint8Array): Promise<void> {
-  const tmp = join(dir, `${name}.tmp`);
-  try {
-    await writeFileSynced(tmp, bytes);
-    await rename(tmp, join(dir, name));
-  } catch (error) {
-    await unlink(tmp).catch(() => {});
-    throw error;
-  }
-  await fsyncDir(dir);
+/** Writes `name` in `dir` atomically, through a `<name>.tmp` that the log's recovery sweeps. */
+export function writeAtomic(dir: string, name: string, bytes: Uint8Array): Promise<void> {
+  return writeFileAtomic(join(dir, name), bytes, { tempPath: join(dir, `${name}.tmp`) });
 }
