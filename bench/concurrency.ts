@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { benchPrompt, defaultEngineThreads, ensureBenchModel, ensureLlamaServer, intListOption, intOption, log, machineInfo, printResult, startLlamaServer, startShoal, streamChat, versions, type Server, type StreamSample, type TensorType } from './common.js';
 import { alternation, percentiles, ratio, summarize } from './stats.js';
@@ -43,6 +44,21 @@ interface Burst {
 
 let promptNo = 0;
 
+/**
+ * CPU time (user + system, all threads) a process has used, from /proc: for the Shoal node that is
+ * its own work per token (relaying the engine's stream, HTTP), which competes with the engine for
+ * cores and is steadier than wall time on a busy machine. Null where /proc is missing.
+ */
+function processCpuMs(pid: number): number | null {
+  try {
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th, in USER_HZ (100 per second).
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return null;
+  }
+}
+
 async function burst(server: Server, clients: number): Promise<Burst> {
   const started = performance.now();
   const samples = await Promise.all(Array.from({ length: clients }, () => streamChat(server, benchPrompt(promptNo++), maxTokens)));
@@ -75,8 +91,14 @@ async function main(): Promise<void> {
     const results = [];
     for (const [levelIndex, clients] of levels.entries()) {
       const bursts: Record<SideName, Burst[]> = { shoal: [], llamaServer: [] };
+      let nodeCpuMs = 0;
       for (let rep = 0; rep < reps; rep++) {
-        for (const side of alternation(sides, levelIndex + rep)) bursts[side.name].push(await burst(side.server, clients));
+        for (const side of alternation(sides, levelIndex + rep)) {
+          const cpuBefore = side.name === 'shoal' ? processCpuMs(shoal.pid) : null;
+          bursts[side.name].push(await burst(side.server, clients));
+          const cpuAfter = side.name === 'shoal' ? processCpuMs(shoal.pid) : null;
+          if (cpuBefore !== null && cpuAfter !== null) nodeCpuMs += cpuAfter - cpuBefore;
+        }
       }
       const figures = (list: Burst[]) => {
         const all = list.flatMap((b) => b.samples);
@@ -97,6 +119,7 @@ async function main(): Promise<void> {
         aggregateRatio: ratio(s.aggregateTokPerS.median, l.aggregateTokPerS.median),
         ttftP50Ratio: ratio(s.ttftMs.p50, l.ttftMs.p50),
         ttftP95Ratio: ratio(s.ttftMs.p95, l.ttftMs.p95),
+        shoalNodeCpuMsPerToken: Math.round((nodeCpuMs / s.tokens.reduce((sum, n) => sum + n, 0)) * 1000) / 1000,
       });
     }
     printResult({
@@ -105,7 +128,8 @@ async function main(): Promise<void> {
       method:
         `bursts of N streaming chat completions sent at once (temperature 0, ${maxTokens} tokens each, prompts new to both servers); ` +
         `aggregate tok/s = tokens of the burst / (first request sent → last stream closed), median over ${reps} burst(s) per level; ` +
-        `TTFT percentiles over every request of the level; Shoal and llama-server alternate which goes first`,
+        `TTFT percentiles over every request of the level; Shoal and llama-server alternate which goes first; ` +
+        `shoalNodeCpuMsPerToken = CPU time of the Shoal node process itself (not its engine) over the level's bursts / tokens streamed (/proc, 10 ms ticks)`,
       model: { name: model.name, params: model.params, type: model.type, bytes: model.bytes },
       shoalEngine: shoal.engine,
       threads,

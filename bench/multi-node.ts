@@ -345,7 +345,7 @@ async function place(via: TestNode, body: Record<string, unknown>): Promise<Inst
 }
 
 async function deleteInstance(via: TestNode, instanceId: string): Promise<void> {
-  await fetch(`${via.url}/instance/${instanceId}`, { method: 'DELETE' });
+  await fetch(`${via.url}/instance/${instanceId}`, { method: 'DELETE', headers: { 'x-shoal-client': 'bench' } });
   await until(`${instanceId} to be gone`, 30_000, async () => ((await state(via)).instances.some((i) => i.instanceId === instanceId) ? undefined : true));
 }
 

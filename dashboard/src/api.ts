@@ -86,7 +86,9 @@ function networkError(error: unknown): ApiError {
 }
 
 function controlHeaders(json: boolean): Record<string, string> {
-  const headers: Record<string, string> = {};
+  // The node refuses a state-changing control call without it (or a JSON body) so that no other
+  // web page's form post can reach it (docs/API.md, "Who may call the control routes").
+  const headers: Record<string, string> = { 'x-shoal-client': 'dashboard' };
   if (json) headers['content-type'] = 'application/json';
   if (adminToken) headers.authorization = `Bearer ${adminToken}`;
   return headers;

@@ -2,6 +2,13 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { ShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { ApiKeys } from './auth.js';
+import { clientErrorHandler } from './client-errors.js';
+import { toAnthropicError } from './anthropic/errors.js';
+import { controlErrorBody } from './control/errors.js';
+import { toOllamaError } from './ollama/errors.js';
+import { toOpenAIError } from './openai/errors.js';
+import { limitConnections } from './http-limits.js';
+import { installJsonParser } from './json-body.js';
 import type { Dispatcher } from './dispatch.js';
 import type { FamilyOptions } from './family.js';
 import { anthropicRoutes, sendAnthropicError } from './anthropic/routes.js';
@@ -54,19 +61,29 @@ interface Family {
   /** Does an unknown URL belong to this family? The first match answers. */
   owns: (url: string) => boolean;
   sendError: ErrorSender;
+  /** The same error's body, for answers written straight to the socket (clientErrorHandler). */
+  errorBody: (error: ShoalError) => unknown;
 }
 
 export function buildServer(options: ServerOptions): FastifyInstance {
+  const families: Family[] = [];
+  const familyFor = (url: string): Family => families.find((f) => f.owns(url))!;
   const app = Fastify({
     loggerInstance: options.log.child({ part: 'api' }) as FastifyBaseLogger,
     bodyLimit: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
     // Per-request lines would drown the log at token rates; failures are logged where they happen.
     logController: new LogController({ disableRequestLogging: true }),
-    // Long generations stream for minutes; the server must not cut them off.
-    requestTimeout: 0,
+    clientErrorHandler: clientErrorHandler((url, error) => familyFor(url).errorBody(error)),
+    // A route parameter over fastify's maxParamLength (100 characters) or a malformed one.
+    frameworkErrors: (error, request, reply) => {
+      const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      const message = tooLong ? 'a part of the URL is longer than 100 characters: shorten it' : `the URL is not valid: ${error.message}`;
+      return familyFor(request.url).sendError(reply as unknown as FastifyReply, new ShoalError('BAD_REQUEST', message), tooLong ? 414 : 400);
+    },
   });
+  limitConnections(app.server);
+  installJsonParser(app);
   const familyOptions: FamilyOptions = { dispatcher: options.dispatcher, apiKeys: new ApiKeys(options.apiKeys ?? []) };
-  const families: Family[] = [];
 
   // A client still uploading an oversized body would see its connection reset (EPIPE) instead of the
   // 413, so a moderately large body is read to its end (and discarded) before the answer goes out.
@@ -92,18 +109,17 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   void app.register(controlRoutes, { control: options.control, adminToken: options.adminToken });
   if (options.models) void app.register(modelsRoutes, { models: options.models, adminToken: options.adminToken });
   if (options.placement) void app.register(placementRoutes, { placement: options.placement, adminToken: options.adminToken });
-  families.push({ owns: (url) => CONTROL_PREFIXES.some((prefix) => url.startsWith(prefix)), sendError: sendControlError });
+  families.push({ owns: (url) => CONTROL_PREFIXES.some((prefix) => url.startsWith(prefix)), sendError: sendControlError, errorBody: controlErrorBody });
   void app.register(anthropicRoutes, familyOptions);
-  families.push({ owns: (url) => url.startsWith('/v1/messages'), sendError: sendAnthropicError });
+  families.push({ owns: (url) => url.startsWith('/v1/messages'), sendError: sendAnthropicError, errorBody: (error) => toAnthropicError(error).body });
   void app.register(ollamaRoutes, familyOptions);
-  families.push({ owns: (url) => url.startsWith('/api/'), sendError: sendOllamaError });
+  families.push({ owns: (url) => url.startsWith('/api/'), sendError: sendOllamaError, errorBody: (error) => toOllamaError(error).body });
   void app.register(openAIRoutes, familyOptions);
   void app.register(responsesRoutes, familyOptions);
-  families.push({ owns: () => true, sendError: sendOpenAIError });
+  families.push({ owns: () => true, sendError: sendOpenAIError, errorBody: (error) => toOpenAIError(error).body });
 
   app.setNotFoundHandler((request, reply) => {
-    const family = families.find((f) => f.owns(request.url))!;
-    return family.sendError(reply, new ShoalError('NOT_FOUND', `unknown endpoint ${request.method} ${request.url}: see docs/API.md`));
+    return familyFor(request.url).sendError(reply, new ShoalError('NOT_FOUND', `unknown endpoint ${request.method} ${request.url}: see docs/API.md`));
   });
   return app;
 }

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ShoalError } from '../common/errors.js';
 import type { RunnerTask, TaskEvent } from '../wire/task.js';
@@ -48,5 +49,28 @@ export const SSE_HEADERS = {
  * user input can never start a forged event line.
  */
 export function writeSseData(reply: FastifyReply, payload: unknown): void {
-  reply.raw.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
+  writeCoalesced(reply.raw, `data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
+}
+
+/**
+ * Writes a piece of a streamed response, gathering every piece written in the same tick into one
+ * socket write: when several tokens are ready at once (the engine's stream delivered them together,
+ * or one event makes several frames), they cost one syscall instead of one each, and a lone token
+ * goes out as soon as the code that wrote it yields.
+ */
+export function writeCoalesced(raw: ServerResponse, chunk: string): void {
+  if (!corked.has(raw)) {
+    corked.add(raw);
+    raw.cork();
+    process.nextTick(uncork, raw);
+  }
+  raw.write(chunk);
+}
+
+const corked = new WeakSet<ServerResponse>();
+
+function uncork(raw: ServerResponse): void {
+  corked.delete(raw);
+  // end() already flushed everything; the response may no longer own its socket.
+  if (!raw.writableEnded) raw.uncork();
 }

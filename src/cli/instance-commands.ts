@@ -2,16 +2,20 @@ import { parseArgs } from 'node:util';
 import { errorMessage } from '../common/errors.js';
 import { formatBytes } from '../common/format-bytes.js';
 import type { InstanceView, StatusView } from '../api/control/control.js';
+import { CARD_KV_CACHE_TYPES, FLASH_ATTENTION_MODES } from '../models/cards/card.js';
 import type { Plan } from '../placement/planner.js';
 import { connectToNode } from './client.js';
 
 /** `shoal models launch|stop` and the instances part of `shoal models ls`: calls to the placement routes. */
 
-const LAUNCH_USAGE = 'shoal models launch <model> [--replicas N] [--min-nodes N] [--context-size N] [--exclude <node>]... [--dry-run] [--json]';
+const LAUNCH_USAGE =
+  'shoal models launch <model> [--replicas N] [--min-nodes N] [--parallel N] [--context N] [--kv-cache-type f16|q8_0|q4_0] [--flash-attention auto|on|off] [--exclude <node>]... [--dry-run] [--json]';
 const STOP_USAGE = 'shoal models stop <instance> [--json]';
 
 export function formatPlan(plan: Plan, names: (nodeId: string) => string): string {
-  const lines = [`${plan.modelId}: ${plan.shape}, ${plan.contextTokens} tokens × ${plan.parallel} sequences, ~${plan.predictedDecodeTokPerS.toFixed(1)} tok/s predicted`];
+  const lines = [
+    `${plan.modelId}: ${plan.shape}, ${plan.parallel} slot${plan.parallel === 1 ? '' : 's'} (${plan.sizing.parallel}) × ${plan.contextTokens} tokens (${plan.sizing.contextTokens}), KV ${plan.kvCacheType}, flash attention ${plan.flashAttention}, ${plan.predictedDecodeTokPerS === null ? 'speed not predicted' : `~${plan.predictedDecodeTokPerS.toFixed(1)} tok/s predicted`}`,
+  ];
   for (const p of plan.placements) {
     const share = p.role === 'full' ? 'whole model' : `${p.layerShare.layerCount} layers (${(p.layerShare.fraction * 100).toFixed(0)}%)${p.tensorSplit !== undefined ? `, split weight ${p.tensorSplit}` : ''}`;
     lines.push(`  ${names(p.nodeId)}  ${p.role.padEnd(6)} ${p.backend.padEnd(18)} ${share}, needs ${formatBytes(p.estimate.totalBytes)} of ${formatBytes(p.freeBytes)} free`);
@@ -50,7 +54,11 @@ export async function launchCommand(argv: string[]): Promise<number> {
       options: {
         replicas: { type: 'string' },
         'min-nodes': { type: 'string' },
+        parallel: { type: 'string' },
+        context: { type: 'string' },
         'context-size': { type: 'string' },
+        'kv-cache-type': { type: 'string' },
+        'flash-attention': { type: 'string' },
         exclude: { type: 'string', multiple: true },
         'dry-run': { type: 'boolean' },
         json: { type: 'boolean' },
@@ -77,12 +85,22 @@ export async function launchCommand(argv: string[]): Promise<number> {
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got '${text}'`);
     return n;
   };
+  const oneOf = <T extends string>(name: string, text: string | undefined, allowed: readonly T[]): T | undefined => {
+    if (text === undefined) return undefined;
+    if (!(allowed as readonly string[]).includes(text)) throw new Error(`--${name} must be one of ${allowed.join(', ')}, got '${text}'`);
+    return text as T;
+  };
   try {
+    if (values.context !== undefined && values['context-size'] !== undefined) throw new Error('give --context or --context-size (the same option), not both');
+    const context = values.context ?? values['context-size'];
     const body = {
       model: positionals[0],
       ...(values.replicas !== undefined ? { replicas: int('replicas', values.replicas) } : {}),
       ...(values['min-nodes'] !== undefined ? { min_nodes: int('min-nodes', values['min-nodes']) } : {}),
-      ...(values['context-size'] !== undefined ? { context_tokens: int('context-size', values['context-size']) } : {}),
+      ...(context !== undefined ? { context_tokens: int('context', context) } : {}),
+      ...(values.parallel !== undefined ? { parallel: int('parallel', values.parallel) } : {}),
+      ...(values['kv-cache-type'] !== undefined ? { kv_cache_type: oneOf('kv-cache-type', values['kv-cache-type'], CARD_KV_CACHE_TYPES) } : {}),
+      ...(values['flash-attention'] !== undefined ? { flash_attention: oneOf('flash-attention', values['flash-attention'], FLASH_ATTENTION_MODES) } : {}),
       ...(values.exclude !== undefined ? { exclude: values.exclude } : {}),
       dry_run: values['dry-run'] === true,
     };

@@ -9,7 +9,7 @@ Commands:
   models generate     write a random-weight GGUF model (for tests and benchmarks)
   models search|add|pull|ls|rm
                       find GGUF models on the hub, add their cards, download, list and remove them
-  models launch <model> [--replicas N] [--exclude node]... [--dry-run]
+  models launch <model> [--replicas N] [--parallel N] [--context N] [--exclude node]... [--dry-run]
                       place a model on the cluster (one node, replicas, or split); preview with --dry-run
   models stop <instance>
                       stop a placed instance

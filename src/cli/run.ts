@@ -4,6 +4,7 @@ import { physicalCoreCount } from '../common/cpu.js';
 import { createLogger } from '../common/log.js';
 import { resolveDataDir } from '../common/paths.js';
 import { startNode } from '../node/node.js';
+import { parseEngineRequest } from '../worker/default-engine.js';
 import { LogRing } from '../dashboard/log-ring.js';
 import { GpuChoice, MAX_CONTEXT_TOKENS, MAX_SEQUENCES, MAX_THREADS } from '../worker/runner/protocol.js';
 
@@ -21,6 +22,9 @@ Options:
   --default-model <id>     model to serve when nothing else is placed (default shoal/tiny);
                            a built-in id or the path of a .gguf file
   --gpu <auto|false|cuda|vulkan|metal>   compute backend (default auto)
+  --engine <auto|llama_server|llama_cpp> what serves the default model (default auto, also SHOAL_ENGINE):
+                           llama-server when \`shoal doctor --fix\` built it and no GPU is in use,
+                           else node-llama-cpp in a runner child; llama_cpp forces the in-process engine
   --context-size <tokens>  context per concurrent request (default 4096, capped at the model's)
   --parallel <n>           concurrent requests per instance, batched together (default 8)
   --memory-budget <size>   most memory placement may use on this node, e.g. 6GiB or 512MiB
@@ -69,6 +73,7 @@ export async function runCommand(args: string[]): Promise<number> {
         threads: { type: 'string' },
         'default-model': { type: 'string' },
         gpu: { type: 'string' },
+        engine: { type: 'string' },
         'context-size': { type: 'string' },
         parallel: { type: 'string' },
         'api-key': { type: 'string', multiple: true },
@@ -104,6 +109,7 @@ export async function runCommand(args: string[]): Promise<number> {
       threads: positiveInt('threads', values.threads, physicalCoreCount(), MAX_THREADS),
       defaultModel: values['default-model'] ?? 'shoal/tiny',
       gpu: gpu.data,
+      engine: parseEngineRequest(values.engine ?? process.env.SHOAL_ENGINE ?? 'auto'),
       contextSize: positiveInt('context-size', values['context-size'], 4096, MAX_CONTEXT_TOKENS),
       sequences: positiveInt('parallel', values.parallel, 8, MAX_SEQUENCES),
       p2pPort: positiveInt('p2p-port', values['p2p-port'], 52601, 65535),

@@ -8,6 +8,7 @@ import { generateKeyPair } from '@libp2p/crypto/keys';
 import { pino } from 'pino';
 import { ShoalError, type ErrorCode } from '../common/errors.js';
 import { RouterError, createRouter, type Router } from '../router/index.js';
+import { MAX_JSON_DEPTH } from '../wire/json-depth.js';
 import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import { INFER_MAX_MESSAGE_BYTES, INFER_PROTOCOL, framesForEvent, vectorsPerFrame } from './protocol.js';
 import type { InstanceRunner } from '../worker/runner-contract.js';
@@ -446,6 +447,24 @@ describe('remote runner (/shoal/infer/1)', { timeout: 120_000 }, () => {
     // 3000 x 16 KiB = 48 MiB; what is in flight is bounded by the yamux window (4 MiB) and the frame queues.
     assert.ok(maxAhead < 1000, `the server ran ${maxAhead} events ahead of the client`);
     console.log(`# measured: with a slow client the server ran at most ${maxAhead} events (${((maxAhead * 16) / 1024).toFixed(1)} MiB) ahead`);
+    await Promise.all([stop(a), stop(b)]);
+  });
+  test('a tool schema as deep as the HTTP boundary admits travels to the serving node intact', async () => {
+    const [a, b] = await pair();
+    // Deeper than any value inside a body of MAX_JSON_DEPTH levels can be, so what one node serves
+    // locally another can serve when the request is routed to it.
+    let parameters: Record<string, unknown> = { type: 'string' };
+    for (let level = 1; level < MAX_JSON_DEPTH; level += 1) parameters = { type: 'array', items: parameters };
+    const task: RunnerTask = { ...TASK, tools: [{ name: 'deep', parameters }] };
+    const seen: RunnerTask[] = [];
+    await serveInference(b.router, async function* (_instanceId, received) {
+      seen.push(received);
+      yield { type: 'start', promptTokens: 3 };
+      yield END;
+    });
+    const result = await drain(runRemote(a.router, b.router.nodeId, 'inst-deep', task, new AbortController().signal));
+    assert.equal(result.error, null, `the routed request failed: ${result.error?.message}`);
+    assert.deepEqual(seen, [task]);
     await Promise.all([stop(a), stop(b)]);
   });
 });

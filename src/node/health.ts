@@ -21,6 +21,7 @@ export function nodeHealth(node: { name: string; nodeId: NodeId; stopping: boole
     models: instances.map((i) => ({
       id: i.modelId,
       instanceId: i.instanceId,
+      backend: i.backend,
       state: i.state,
       reason: i.reason,
       pid: i.pid,

@@ -2,7 +2,7 @@
 // in the order `composeNode` documents. What the node serves is in control.ts (`GET /state`, membership),
 // health.ts (`/healthz`) and node-views.ts; run-files.ts is what it leaves for the CLI.
 
-import { mkdir } from 'node:fs/promises';
+import { chmod, mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, extname, isAbsolute } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -28,7 +28,8 @@ import { placementControl } from '../placement/control.js';
 import { PlacementService } from '../placement/service.js';
 import { InstanceHost } from '../worker/instance-host.js';
 import { openRpcTunnel, serveRpcTunnel } from '../worker/rpc-tunnel.js';
-import { createEngineFactory, donorPorts, offeredBackends } from '../worker/engine-factory.js';
+import { createEngineFactory, donorPorts, offeredBackends, servedByLlamaServer } from '../worker/engine-factory.js';
+import { chooseDefaultEngine, gpuDevicePresent, type EngineRequest } from '../worker/default-engine.js';
 import { reapOrphans } from '../worker/engines/orphans.js';
 import { readBandwidthCache } from '../doctor/hardware.js';
 import { nodeControl } from './control.js';
@@ -49,6 +50,8 @@ export interface NodeOptions {
   gpu: GpuChoice;
   /** A built-in model id (`shoal/tiny`) or the path of a GGUF file. */
   defaultModel: string;
+  /** `--engine`: what serves the default model. Default `auto` (llama-server when built, on the CPU). */
+  engine?: EngineRequest;
   contextSize: number;
   sequences: number;
   maxBodyBytes?: number;
@@ -103,7 +106,9 @@ async function resolveDefaultModel(spec: string, dataDir: string, log: Logger): 
  * parts in the same order.
  */
 export async function startNode(options: NodeOptions): Promise<RunningNode> {
-  await mkdir(options.dataDir, { recursive: true });
+  // The admin token, the node's key and the event log live here: only the node's own user may look.
+  await mkdir(options.dataDir, { recursive: true, mode: 0o700 });
+  await chmod(options.dataDir, 0o700);
   const model = await resolveDefaultModel(options.defaultModel, options.dataDir, options.log);
   const stack = new DisposeStack();
   try {
@@ -145,8 +150,11 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   stack.defer(() => listening?.close());
 
   const worker = stack.use(new Worker({ log: log.child({ part: 'worker' }), threads: options.threads, gpu: options.gpu, contextSize: options.contextSize, sequences: options.sequences }));
-  // Every node serves its default model itself; cluster state places everything else.
-  worker.place(model.id, model.path, ['chat', 'completion', 'embeddings', 'tools']);
+  // Every node serves its default model itself, through the fastest engine it has; cluster state places everything else.
+  const engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
+  const served = chooseDefaultEngine({ requested: options.engine ?? 'auto', llamaServerBuilt: engines !== null, gpu: options.gpu, gpuPresent: gpuDevicePresent() });
+  log.info({ modelId: model.id, engine: served.engine, reason: served.reason }, `default model ${model.id} serves through ${served.engine}: ${served.reason}`);
+  worker.place(model.id, model.path, ['chat', 'completion', 'embeddings', 'tools'], served.engine === 'llama_server' && engines !== null ? servedByLlamaServer(engines) : null);
 
   // Models on disk: the hub store under the data dir, the hub from SHOAL_HF_ENDPOINT / HF_ENDPOINT. Members
   // that hold a model give it before the hub is asked (peers, started below once the plane serves).
@@ -164,7 +172,6 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   });
   stack.defer(() => keeper.stop());
 
-  const engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
   const bandwidth = await readBandwidthCache(dataDir);
   const telemetry = new NodeTelemetry({
     plane,

@@ -21,5 +21,7 @@ export function placeRequest(body: PlaceBody): PlaceRequest {
     ...(body.min_nodes !== undefined ? { minNodes: body.min_nodes } : {}),
     ...(body.context_tokens !== undefined ? { contextTokens: body.context_tokens } : {}),
     ...(body.parallel !== undefined ? { parallel: body.parallel } : {}),
+    ...(body.kv_cache_type !== undefined ? { kvCacheType: body.kv_cache_type } : {}),
+    ...(body.flash_attention !== undefined ? { flashAttention: body.flash_attention } : {}),
   };
 }

@@ -45,6 +45,7 @@ export function factsA(overrides: Partial<GgufFacts> = {}): GgufFacts {
 
 export const ALL_TEST_BACKENDS = ['llama_cpp-cpu', 'llama_cpp-cuda', 'llama_server-cpu', 'llama_server-cuda', 'rpc-cpu', 'rpc-cuda'];
 
+/** One slot unless `runtime` is overridden, so the hand-worked arithmetic stays at × 1 sequence. */
 export function card(overrides: Partial<ModelCardInput> = {}): ModelCard {
   return ModelCard.parse({
     id: 'test/model-a',
@@ -53,6 +54,7 @@ export function card(overrides: Partial<ModelCardInput> = {}): ModelCard {
     tasks: ['chat'],
     compatible_backends: ALL_TEST_BACKENDS,
     backend_preference: [],
+    runtime: { parallel: 1 },
     ...overrides,
   } satisfies ModelCardInput);
 }

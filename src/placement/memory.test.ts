@@ -144,3 +144,28 @@ test('context ceiling of a share: a donor holding 13 layers on 2 GiB', () => {
   // KV 13 × 4 KiB = 52 KiB/token → 298 MiB / 52 KiB = 5868.3 → 5632 (22 × 256)
   assert.equal(contextCeiling(facts, 2 * GiB, 1, { share: { firstLayer: 0, layerCount: 13, holdsOutput: false } }), 5632);
 });
+
+test('flash attention off adds the attention scores, which the ceiling counts per token too', () => {
+  const facts = factsA({ trainedContext: 32768 });
+  const on = estimateMemory(facts, fullShare(facts), { contextTokens: 4096, sequences: 2 });
+  const off = estimateMemory(facts, fullShare(facts), { contextTokens: 4096, sequences: 2, flashAttention: 'off' });
+  assert.equal(on.attentionScoresBytes, 0);
+  // 8192 cells × 512 micro-batch × 32 heads × 4 B = 512 MiB
+  assert.equal(off.attentionScoresBytes, 512 * MiB);
+  assert.equal(off.totalBytes - on.totalBytes, 512 * MiB);
+  assert.ok(off.arithmetic.some((line) => /attention scores 512 MiB/.test(line)), off.arithmetic.join('\n'));
+  // A donor share without layers computes no attention.
+  assert.equal(estimateMemory(facts, { firstLayer: 0, layerCount: 0, holdsOutput: true }, { contextTokens: 4096, sequences: 1, flashAttention: 'off' }).attentionScoresBytes, 0);
+  // Per token: 128 KiB of KV + 64 KiB of scores. Room on 6 GiB ≈ 2,128,923,851 B → 10,828 → 10,752
+  const ceiling = contextCeiling(facts, 6 * GiB, 1, { flashAttention: 'off' });
+  assert.equal(ceiling, 10_752);
+  const fits = (ctx: number) => admits(estimateMemory(facts, fullShare(facts), { contextTokens: ctx, sequences: 1, flashAttention: 'off' }), 6 * GiB);
+  assert.ok(fits(ceiling) && !fits(ceiling + 256));
+});
+
+test('a quantized KV cache raises the ceiling by its size ratio', () => {
+  const facts = factsA({ trainedContext: 131072 });
+  // 2,128,923,851 B of room on 6 GiB; q8_0 costs 68 KiB/token (34/64 of f16), q4_0 36 KiB
+  assert.equal(contextCeiling(facts, 6 * GiB, 1, { kvCacheType: 'q8_0' }), 30_464);
+  assert.equal(contextCeiling(facts, 6 * GiB, 1, { kvCacheType: 'q4_0' }), 57_600);
+});

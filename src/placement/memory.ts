@@ -6,6 +6,7 @@
 //         + KV        = Σ_layers (key_length + value_length) × kv_heads(layer) × bytes_per_element × cells
 //                       cells = roundUp(context, 256) × sequences
 //         + output workspace (share holding the output head only) = vocab × 512 × 4
+//         + attention scores (flash attention off only) = cells × 512 × heads × 4
 //         + overhead  = 10% × weights(share)
 //         + floor     = 256 MiB
 //   admitted when total + 64 MiB < free (strictly).
@@ -19,14 +20,15 @@
 // - Output workspace: with flash attention (llama.cpp's `auto` turns it on for CPU, CUDA, Metal) the
 //   compute buffer is dominated by one micro-batch of f32 logits, vocab × n_ubatch(512) × 4 bytes.
 //   Measured on the same model (vocab 32000): compute buffer 66.5 MiB, of which 62.5 MiB is this term.
-//   Without flash attention the attention scores add n_ctx × 512 × heads × 4 bytes; Shoal's engines
-//   run with it on, so that term is not modelled.
+//   Without flash attention (`flash_attention = "off"`) the attention scores add cells × 512 × heads × 4
+//   bytes (one layer's f32 KQ matrix at a time, reused across layers), counted as `attention scores`.
 // - Overhead 10% of the weights: allocator and alignment slack, per-layer activations, the GPU backend's
 //   own context, growing with the model. It is a margin, not a measurement, and errs towards refusing.
 // - Floor 256 MiB: the runner process itself (a bare node-llama-cpp runner measured 113 MiB RSS) plus the
 //   non-logit compute buffer, which small models would otherwise under-count.
 
 import { formatBytes } from '../common/format-bytes.js';
+import type { FlashAttentionMode } from '../models/cards/card.js';
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 
 const MiB = 1024 * 1024;
@@ -34,6 +36,14 @@ const MiB = 1024 * 1024;
 export const KV_CACHE_TYPES = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as const;
 export type KvCacheType = (typeof KV_CACHE_TYPES)[number];
 export const DEFAULT_KV_CACHE_TYPE: KvCacheType = 'f16';
+
+/** Values per block of a quantized cache: llama.cpp refuses one whose head width it does not divide. */
+export const KV_QUANT_BLOCK_ELEMENTS = 32;
+
+/** llama.cpp stores a quantized V cache only with flash attention on. */
+export function isQuantizedKv(type: KvCacheType): boolean {
+  return type === 'q8_0' || type === 'q4_0';
+}
 
 /** Bytes per cached element; quantized types store 32 elements in a 34- (q8_0) or 18-byte (q4_0) block. */
 export const KV_BYTES_PER_ELEMENT: Readonly<Record<KvCacheType, number>> = { f32: 4, f16: 2, bf16: 2, q8_0: 34 / 32, q4_0: 18 / 32 };
@@ -64,6 +74,8 @@ export interface MemoryOptions {
   contextTokens: number;
   sequences: number;
   kvCacheType?: KvCacheType;
+  /** Absent means auto, which llama.cpp turns on for the backends Shoal runs. */
+  flashAttention?: FlashAttentionMode;
 }
 
 export interface MemoryEstimate {
@@ -75,6 +87,7 @@ export interface MemoryEstimate {
   weightsBytes: number;
   kvBytes: number;
   outputWorkspaceBytes: number;
+  attentionScoresBytes: number;
   overheadBytes: number;
   floorBytes: number;
   totalBytes: number;
@@ -120,19 +133,21 @@ export function estimateMemory(facts: GgufFacts, share: LayerShare, options: Mem
   const perCell = kvBytesPerCell(facts, share, kvCacheType);
   const kvBytes = Math.ceil(perCell * kvCells);
   const outputWorkspaceBytes = share.holdsOutput ? (facts.vocabSize ?? 0) * MICRO_BATCH_TOKENS * LOGIT_BYTES : 0;
+  const attentionScoresBytes = options.flashAttention === 'off' && share.layerCount > 0 ? kvCells * MICRO_BATCH_TOKENS * facts.headCount * LOGIT_BYTES : 0;
   const overheadBytes = Math.ceil(weightsBytes * OVERHEAD_FRACTION);
   const floorBytes = OVERHEAD_FLOOR_BYTES;
-  const totalBytes = weightsBytes + kvBytes + outputWorkspaceBytes + overheadBytes + floorBytes;
+  const totalBytes = weightsBytes + kvBytes + outputWorkspaceBytes + attentionScoresBytes + overheadBytes + floorBytes;
   const layers = share.layerCount === 0 ? 'no layers' : `layers ${share.firstLayer}-${share.firstLayer + share.layerCount - 1}`;
   const arithmetic = [
     `weights ${formatBytes(weightsBytes)} (${layers}${share.holdsOutput ? ' + embeddings and output head' : ''})`,
     `KV ${formatBytes(kvBytes)} = ${formatBytes(perCell)}/token (${kvCacheType}) × ${roundUpToStep(contextTokens)} tokens × ${sequences} sequence${sequences === 1 ? '' : 's'}`,
     ...(outputWorkspaceBytes > 0 ? [`output workspace ${formatBytes(outputWorkspaceBytes)} = vocab ${facts.vocabSize} × ${MICRO_BATCH_TOKENS} × ${LOGIT_BYTES} B`] : []),
+    ...(attentionScoresBytes > 0 ? [`attention scores ${formatBytes(attentionScoresBytes)} = ${kvCells} cells × ${MICRO_BATCH_TOKENS} × ${facts.headCount} heads × ${LOGIT_BYTES} B (flash attention off)`] : []),
     `overhead ${formatBytes(overheadBytes)} = ${OVERHEAD_FRACTION * 100}% of weights`,
     `floor ${formatBytes(floorBytes)}`,
     `total ${formatBytes(totalBytes)}`,
   ];
-  return { share, contextTokens, sequences, kvCacheType, kvCells, weightsBytes, kvBytes, outputWorkspaceBytes, overheadBytes, floorBytes, totalBytes, arithmetic };
+  return { share, contextTokens, sequences, kvCacheType, kvCells, weightsBytes, kvBytes, outputWorkspaceBytes, attentionScoresBytes, overheadBytes, floorBytes, totalBytes, arithmetic };
 }
 
 /** An exact fit thrashes rather than runs, so admission is strict and keeps a margin. */
@@ -148,6 +163,7 @@ export function requiredFreeBytes(estimate: MemoryEstimate): number {
 export interface CeilingOptions {
   share?: LayerShare;
   kvCacheType?: KvCacheType;
+  flashAttention?: FlashAttentionMode;
 }
 
 /**
@@ -160,11 +176,12 @@ export function contextCeiling(facts: GgufFacts, freeBytes: number, parallel: nu
   const share = options.share ?? fullShare(facts);
   const kvCacheType = options.kvCacheType ?? DEFAULT_KV_CACHE_TYPE;
   const cap = Math.max(CONTEXT_STEP_TOKENS, Math.floor(facts.trainedContext / CONTEXT_STEP_TOKENS) * CONTEXT_STEP_TOKENS);
-  const at = (tokens: number): MemoryEstimate => estimateMemory(facts, share, { contextTokens: tokens, sequences: parallel, kvCacheType });
+  const at = (tokens: number): MemoryEstimate =>
+    estimateMemory(facts, share, { contextTokens: tokens, sequences: parallel, kvCacheType, ...(options.flashAttention !== undefined ? { flashAttention: options.flashAttention } : {}) });
   const smallest = at(CONTEXT_STEP_TOKENS);
-  const fixedBytes = smallest.totalBytes - smallest.kvBytes;
-  const perToken = kvBytesPerCell(facts, share, kvCacheType) * parallel;
-  // KV is linear in the context, so solve for it, then step down past any rounding of the ceil.
+  const perToken = (at(2 * CONTEXT_STEP_TOKENS).totalBytes - smallest.totalBytes) / CONTEXT_STEP_TOKENS;
+  const fixedBytes = smallest.totalBytes - perToken * CONTEXT_STEP_TOKENS;
+  // Every context-dependent term is linear in it, so solve for it, then step down past any rounding of the ceil.
   const room = freeBytes - FIT_MARGIN_BYTES - fixedBytes - 1;
   let tokens = perToken === 0 ? cap : Math.min(cap, Math.floor(room / perToken / CONTEXT_STEP_TOKENS) * CONTEXT_STEP_TOKENS);
   while (tokens >= CONTEXT_STEP_TOKENS && !admits(at(tokens), freeBytes)) tokens -= CONTEXT_STEP_TOKENS;

@@ -27,8 +27,33 @@ export function isKnown(node: ClusterNode): node is KnownNode {
 
 export interface BackendChoice {
   tag: string;
-  /** Lower is better: position in backend_preference, then after all of them in compatible order. */
+  /** Lower is better: position in backend_preference, then after all of them in `unrankedOrder`. */
   rank: number;
+}
+
+/**
+ * Engines of one compute, fastest first, for tags a card does not rank itself: the managed
+ * llama-server decodes faster than node-llama-cpp's prebuilt binaries on the same CPU (0.95x vs 0.81x
+ * a hand-launched llama-server on a 200M model at 2 threads; node-llama-cpp 0.26x on a 20M one).
+ */
+const ENGINE_SPEED_ORDER = ['llama_server', 'llama_cpp', 'rpc'];
+
+/**
+ * The order of tags outside backend_preference: computes as compatible_backends first lists them,
+ * within one compute the faster engine first, then compatible order.
+ */
+export function unrankedOrder(compatible: readonly string[]): string[] {
+  const computeOf = (tag: string): string => tag.slice(tag.lastIndexOf('-') + 1);
+  const computes = [...new Set(compatible.map(computeOf))];
+  const speed = (tag: string): number => {
+    const i = ENGINE_SPEED_ORDER.indexOf(engineOf(tag));
+    return i < 0 ? ENGINE_SPEED_ORDER.length : i;
+  };
+  const key = (tag: string): number[] => [computes.indexOf(computeOf(tag)), speed(tag), compatible.indexOf(tag)];
+  return [...compatible].sort((a, b) => {
+    const [ka, kb] = [key(a), key(b)];
+    return ka[0]! - kb[0]! || ka[1]! - kb[1]! || ka[2]! - kb[2]!;
+  });
 }
 
 /**
@@ -37,14 +62,15 @@ export interface BackendChoice {
  */
 export function chooseBackend(card: ModelCard, node: KnownNode, engine?: string): BackendChoice | null {
   const preference = card.backend_preference;
+  const unranked = unrankedOrder(card.compatible_backends);
   let best: BackendChoice | null = null;
-  card.compatible_backends.forEach((tag, i) => {
-    if (!node.backends.includes(tag)) return;
-    if (engine !== undefined && engineOf(tag) !== engine) return;
+  for (const tag of card.compatible_backends) {
+    if (!node.backends.includes(tag)) continue;
+    if (engine !== undefined && engineOf(tag) !== engine) continue;
     const preferred = preference.indexOf(tag);
-    const rank = preferred >= 0 ? preferred : preference.length + i;
+    const rank = preferred >= 0 ? preferred : preference.length + unranked.indexOf(tag);
     if (best === null || rank < best.rank) best = { tag, rank };
-  });
+  }
   return best;
 }
 

@@ -2,7 +2,7 @@
 
 import { formatBytes } from '../common/format-bytes.js';
 import type { NodeId } from '../common/ids.js';
-import type { ModelCard } from '../models/cards/card.js';
+import type { FlashAttentionMode, ModelCard } from '../models/cards/card.js';
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 import type { NodeShortfall, PlacementError } from './errors.js';
 import { contextCeiling, fullShare, requiredFreeBytes, type KvCacheType, type MemoryEstimate, type MemoryOptions } from './memory.js';
@@ -23,6 +23,13 @@ export interface PlanOptions {
   contextTokens?: number;
   parallel?: number;
   kvCacheType?: KvCacheType;
+  flashAttention?: FlashAttentionMode;
+}
+
+/** Where a plan's slot count and context came from: the launch, the card, the planner's default, or what fits. */
+export interface Sizing {
+  parallel: 'request' | 'card' | 'memory fit';
+  contextTokens: 'request' | 'card' | 'default' | 'memory fit';
 }
 
 export type PlacementRole = 'full' | 'driver' | 'donor';
@@ -60,8 +67,10 @@ export interface Plan {
   contextCeiling: number;
   parallel: number;
   kvCacheType: KvCacheType;
-  /** Single-stream decode estimate; for replicas, the slowest copy. */
-  predictedDecodeTokPerS: number;
+  flashAttention: FlashAttentionMode;
+  sizing: Sizing;
+  /** Single-stream decode estimate (speed.ts); for replicas, the slowest copy; null where the model has none. */
+  predictedDecodeTokPerS: number | null;
   speedArithmetic: string[];
   warnings: string[];
   exclusions: NodeId[];
@@ -79,6 +88,8 @@ export interface Request {
   replicas: number;
   minNodes: number;
   kvCacheType: KvCacheType;
+  flashAttention: FlashAttentionMode;
+  sizing: Sizing;
   exclusions: NodeId[];
 }
 
@@ -93,7 +104,7 @@ export function fail(error: PlacementError): PlanResult {
 }
 
 export function memoryOptions(request: Request): MemoryOptions {
-  return { contextTokens: request.contextTokens, sequences: request.parallel, kvCacheType: request.kvCacheType };
+  return { contextTokens: request.contextTokens, sequences: request.parallel, kvCacheType: request.kvCacheType, flashAttention: request.flashAttention };
 }
 
 export function describeAsk(card: ModelCard, request: Request): string {
@@ -122,6 +133,8 @@ export function buildPlan(input: PlanInput, request: Request, shape: Plan['shape
     contextCeiling: Math.min(...placements.map((p) => p.contextCeiling)),
     parallel: request.parallel,
     kvCacheType: request.kvCacheType,
+    flashAttention: request.flashAttention,
+    sizing: request.sizing,
     predictedDecodeTokPerS: speed.tokPerS,
     speedArithmetic: speed.arithmetic,
     warnings,
@@ -142,12 +155,12 @@ export function fullPlacement(input: PlanInput, request: Request, c: Candidate, 
     holdsOutput: true,
     freeBytes: c.node.freeBytes,
     estimate,
-    contextCeiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { kvCacheType: request.kvCacheType }),
+    contextCeiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { kvCacheType: request.kvCacheType, flashAttention: request.flashAttention }),
   };
 }
 
-export function singleSpeed(facts: GgufFacts, node: KnownNode): SpeedPrediction {
-  return predictDecode(facts, [{ share: fullShare(facts), memoryBandwidthBytesPerS: node.memoryBandwidthBytesPerS, donor: false }]);
+export function singleSpeed(facts: GgufFacts, c: Candidate): SpeedPrediction {
+  return predictDecode(facts, [{ share: fullShare(facts), backend: c.backend.tag, memoryBandwidthBytesPerS: c.node.memoryBandwidthBytesPerS, donor: false }]);
 }
 
 /** The options a plan was made with, so a re-placement can start from them. */
@@ -159,6 +172,7 @@ export function optionsOf(plan: Plan): Required<PlanOptions> {
     contextTokens: plan.contextTokens,
     parallel: plan.parallel,
     kvCacheType: plan.kvCacheType,
+    flashAttention: plan.flashAttention,
   };
 }
 

@@ -10,9 +10,12 @@ import { TINY_MODEL_SPEC } from '../models/generate/builtin.js';
 import { generateRandomModel } from '../models/generate/random-model.js';
 import { BUILTIN_CARDS } from '../models/cards/catalog.js';
 import { readGgufFacts } from '../models/cards/gguf-facts.js';
-import { card, factsA, GiB, MiB, node, nodeId } from './fixtures.test-support.js';
+import { ALL_TEST_BACKENDS, card, factsA, GiB, MiB, node, nodeId } from './fixtures.test-support.js';
 import { planPlacement, tensorSplitArg, type PlanInput, type PlanOptions, type PlanResult } from './planner.js';
-import type { ClusterNode } from './nodes.js';
+import type { ModelCard } from '../models/cards/card.js';
+import { fullShare } from './memory.js';
+import { predictDecode } from './speed.js';
+import { chooseBackend, unrankedOrder, type ClusterNode, type KnownNode } from './nodes.js';
 
 function plan(nodes: ClusterNode[], options: PlanOptions = {}, input: Partial<PlanInput> = {}): PlanResult {
   return planPlacement({ card: card(), facts: factsA(), nodes, ...input }, options);
@@ -40,8 +43,9 @@ test('single node: the one with most free memory, full copy, ceiling and speed s
   assert.equal(p.contextTokens, 4096);
   // 8 GiB leaves room for 32,626 tokens; capped at the trained 8192
   assert.equal(p.contextCeiling, 8192);
-  // 3328 MiB read per token at the assumed 31 GB/s = 8.88 tok/s
-  assert.ok(Math.abs(p.predictedDecodeTokPerS - 8.883) < 0.01);
+  // 3328 MiB read per token at the assumed 31 GB/s (8.88 tok/s on bytes alone), plus the engine's per-token costs
+  const expected = predictDecode(factsA(), [{ share: fullShare(factsA()), backend: only!.backend, donor: false }]).tokPerS!;
+  assert.ok(Math.abs(p.predictedDecodeTokPerS! - expected) < 1e-9 && expected < 8.883, `${p.predictedDecodeTokPerS} vs ${expected}`);
   assert.ok(p.warnings.some((w) => /bandwidth/.test(w)));
   assert.deepEqual(p.refusal, { hops: 0, fellBack: false });
   assert.equal(tensorSplitArg(p), null);
@@ -62,6 +66,23 @@ test('node choice: memory first, then backend preference, then id', () => {
     assert.equal(p.placements[0]!.nodeId, nodeId(c.expected), c.what);
     assert.equal(p.placements[0]!.backend, c.backend, c.what);
   }
+});
+
+test('a node offering both engines: llama_server before llama_cpp, from built-in cards, hub cards and the tie-break', () => {
+  const both = ['llama_cpp-cpu', 'llama_server-cpu', 'rpc-cpu'];
+  const nodes = [node(0, 8 * GiB, { backends: both })];
+  const cases: Array<{ what: string; card: ModelCard; expected: string }> = [
+    { what: 'no preference, llama_cpp listed first: the faster engine of the same compute', card: card({ compatible_backends: both, backend_preference: [] }), expected: 'llama_server-cpu' },
+    { what: 'every engine and compute, llama_cpp first, no preference (a hub card)', card: card({ compatible_backends: ALL_TEST_BACKENDS, backend_preference: [] }), expected: 'llama_server-cpu' },
+    { what: 'a built-in card', card: BUILTIN_CARDS[0]!, expected: 'llama_server-cpu' },
+    { what: 'an explicit preference still wins', card: card({ compatible_backends: both, backend_preference: ['llama_cpp-cpu'] }), expected: 'llama_cpp-cpu' },
+  ];
+  for (const c of cases) assert.equal(chooseBackend(c.card, nodes[0] as KnownNode)?.tag, c.expected, c.what);
+  assert.equal(ok(plan(nodes)).placements[0]!.backend, 'llama_server-cpu');
+  // A node without llama-server built still serves through node-llama-cpp.
+  assert.equal(ok(plan([node(0, 8 * GiB, { backends: ['llama_cpp-cpu'] })])).placements[0]!.backend, 'llama_cpp-cpu');
+  // Compute order stays the card's: the faster engine is only preferred within one compute.
+  assert.deepEqual(unrankedOrder(['llama_cpp-cuda', 'llama_cpp-cpu', 'llama_server-cpu', 'llama_server-cuda', 'rpc-cpu']), ['llama_server-cuda', 'llama_cpp-cuda', 'llama_server-cpu', 'llama_cpp-cpu', 'rpc-cpu']);
 });
 
 test('compatible_backends is a hard filter', () => {
@@ -165,7 +186,7 @@ test('pooled when no node fits: driver = most memory, donors next, as few as nee
 });
 
 test('min_nodes: forces a split even when one node fits, and warns that it is slower', () => {
-  const forced = ok(plan([node(0, 8 * GiB), node(1, 6 * GiB)], {}, { card: card({ runtime: { min_nodes: 2 } }) }));
+  const forced = ok(plan([node(0, 8 * GiB), node(1, 6 * GiB)], {}, { card: card({ runtime: { parallel: 1, min_nodes: 2 } }) }));
   assert.equal(forced.shape, 'pooled');
   assert.equal(forced.placements.length, 2);
   assert.equal(forced.minNodes, 2);
@@ -185,7 +206,7 @@ test('min_nodes: forces a split even when one node fits, and warns that it is sl
 
 test('a split predicted slower than one node at a smaller context says so', () => {
   // 8192 tokens need KV 1 GiB: 5,387,268,917 B free. Node 0 (5 GiB) fits it alone up to 7936 tokens.
-  const big = card({ runtime: { context_size: 8192 } });
+  const big = card({ runtime: { parallel: 1, context_size: 8192 } });
   const p = ok(plan([node(0, 5 * GiB), node(1, 3 * GiB)], {}, { card: big }));
   assert.equal(p.shape, 'pooled');
   assert.ok(p.warnings.some((w) => /up to 7936 tokens of context \(asked for 8192\)/.test(w)), p.warnings.join('\n'));
@@ -218,8 +239,8 @@ test('the context asked for comes from the options, then the card, then min(4096
   const nodes = [node(0, 64 * GiB)];
   assert.equal(ok(plan(nodes)).contextTokens, 4096);
   assert.equal(ok(plan(nodes, {}, { facts: factsA({ trainedContext: 2048 }) })).contextTokens, 2048);
-  assert.equal(ok(plan(nodes, {}, { card: card({ runtime: { context_size: 1024 } }) })).contextTokens, 1024);
-  assert.equal(ok(plan(nodes, { contextTokens: 512 }, { card: card({ runtime: { context_size: 1024 } }) })).contextTokens, 512);
+  assert.equal(ok(plan(nodes, {}, { card: card({ runtime: { parallel: 1, context_size: 1024 } }) })).contextTokens, 1024);
+  assert.equal(ok(plan(nodes, { contextTokens: 512 }, { card: card({ runtime: { parallel: 1, context_size: 1024 } }) })).contextTokens, 512);
   const beyond = ok(plan(nodes, { contextTokens: 16384 }));
   assert.ok(beyond.warnings.some((w) => /beyond the 8192 tokens/.test(w)));
 });
@@ -231,16 +252,117 @@ test('the built-in tiny model, from its real GGUF header, fits a 512 MiB node an
     await generateRandomModel(TINY_MODEL_SPEC, path);
     const facts = await readGgufFacts(path);
     const tinyCard = BUILTIN_CARDS.find((c) => c.id === 'shoal/tiny')!;
-    // ~1 MiB weights + 1 MiB KV (4096 tokens) + 2 MiB logits (1024 × 512 × 4) + 256 MiB floor ≈ 260 MiB, + 64 MiB margin
+    // ~1 MiB weights + 16 slots × 1 MiB KV (4096 tokens) + 2 MiB logits (1024 × 512 × 4) + 256 MiB floor ≈ 275 MiB, + 64 MiB margin
     const p = ok(planPlacement({ card: tinyCard, facts, nodes: [node(0, 512 * MiB, { backends: ['llama_cpp-cpu'] })] }));
     assert.equal(p.shape, 'single');
     assert.equal(p.placements[0]!.backend, 'llama_cpp-cpu');
+    assert.equal(p.parallel, 16);
     assert.equal(p.contextCeiling, 4096);
-    assert.ok(p.placements[0]!.estimate.totalBytes > 259 * MiB && p.placements[0]!.estimate.totalBytes < 262 * MiB);
+    assert.ok(p.placements[0]!.estimate.totalBytes > 274 * MiB && p.placements[0]!.estimate.totalBytes < 277 * MiB);
     const e = err(planPlacement({ card: tinyCard, facts, nodes: [node(0, 300 * MiB, { backends: ['llama_cpp-cpu'] })] }));
     assert.equal(e.code, 'MEMORY_SHORTFALL');
     assert.match(e.message, /allows no split/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+// Slots from the memory fit. Model A at 4096 tokens costs 512 MiB of f16 KV per slot on top of
+// 4049.7 MiB fixed (weights 3392 + logits 62.5 + overhead 339.2 + floor 256) and the 64 MiB margin.
+const autoSlots = card({ runtime: {} });
+
+test('slots: a roomy node gets the default 16, a tight one as many as fit', () => {
+  const roomy = ok(plan([node(0, 64 * GiB)], {}, { card: autoSlots }));
+  assert.equal(roomy.parallel, 16);
+  assert.equal(roomy.contextTokens, 4096);
+  assert.deepEqual(roomy.sizing, { parallel: 'memory fit', contextTokens: 'default' });
+  assert.equal(roomy.placements[0]!.estimate.sequences, 16);
+  // 8 GiB: 8192 - 4049.7 - 64 = 4078.3 MiB of room, 7 slots of 512 MiB
+  const tight = ok(plan([node(0, 8 * GiB)], {}, { card: autoSlots }));
+  assert.equal(tight.parallel, 7);
+  assert.equal(tight.shape, 'single');
+  // q8_0 costs 272 MiB a slot: 14 fit where f16 fitted 7
+  assert.equal(ok(plan([node(0, 8 * GiB)], { kvCacheType: 'q8_0' }, { card: autoSlots })).parallel, 14);
+});
+
+test('slots: the request wins over the card, the card over the fit', () => {
+  const nodes = [node(0, 64 * GiB)];
+  const asked = ok(plan(nodes, { parallel: 2 }, { card: card({ runtime: { parallel: 3 } }) }));
+  assert.equal(asked.parallel, 2);
+  assert.equal(asked.sizing.parallel, 'request');
+  const carded = ok(plan(nodes, {}, { card: card({ runtime: { parallel: 3 } }) }));
+  assert.equal(carded.parallel, 3);
+  assert.equal(carded.sizing.parallel, 'card');
+  // An explicit count is kept: an unset context gives way (8 slots of 4096 need 4096 MiB, 4078.3 are free),
+  // a set one refuses.
+  const cpuOnly = card({ compatible_backends: ['llama_cpp-cpu'] });
+  const squeezed = ok(plan([node(0, 8 * GiB)], { parallel: 8 }, { card: cpuOnly }));
+  assert.equal(squeezed.parallel, 8);
+  assert.equal(squeezed.contextTokens, 3840);
+  assert.equal(err(plan([node(0, 8 * GiB)], { parallel: 8, contextTokens: 4096 }, { card: cpuOnly })).code, 'MEMORY_SHORTFALL');
+});
+
+test('slots never buy a split: a model one node holds with one slot stays on one node', () => {
+  const p = ok(plan([node(0, 5 * GiB), node(1, 5 * GiB)], {}, { card: autoSlots }));
+  assert.equal(p.shape, 'single');
+  // 5120 - 4049.7 - 64 = 1006.3 MiB: one slot of 512
+  assert.equal(p.parallel, 1);
+});
+
+test('an unset context is lowered to fit before the planner refuses; a set one is not', () => {
+  const cpuOnly = card({ runtime: {}, compatible_backends: ['llama_cpp-cpu'] });
+  const n = [node(0, 4.4 * GiB)];
+  // 4505.6 - 4049.7 - 64 = 391.9 MiB: 3135 tokens of 128 KiB, 3072 in steps of 256
+  const p = ok(plan(n, {}, { card: cpuOnly }));
+  assert.equal(p.contextTokens, 3072);
+  assert.equal(p.parallel, 1);
+  assert.deepEqual(p.sizing, { parallel: 'memory fit', contextTokens: 'memory fit' });
+  assert.ok(p.warnings.some((w) => /lowered from the default 4096 to 3072/.test(w)));
+  assert.equal(err(plan(n, { contextTokens: 4096 }, { card: cpuOnly })).code, 'MEMORY_SHORTFALL');
+  // Below the 2048-token floor it refuses: 4.2 GiB leaves 187 MiB, 1280 tokens
+  assert.equal(err(plan([node(0, 4.2 * GiB)], {}, { card: cpuOnly })).code, 'MEMORY_SHORTFALL');
+});
+
+test('KV cache type and flash attention are stamped; a quantized cache without flash attention is refused', () => {
+  const p = ok(plan([node(0, 64 * GiB)], { kvCacheType: 'q4_0', flashAttention: 'on' }));
+  assert.equal(p.kvCacheType, 'q4_0');
+  assert.equal(p.flashAttention, 'on');
+  assert.equal(p.placements[0]!.estimate.kvCacheType, 'q4_0');
+  const fromCard = ok(plan([node(0, 64 * GiB)], {}, { card: card({ runtime: { parallel: 1, kv_cache_type: 'q8_0' } }) }));
+  assert.equal(fromCard.kvCacheType, 'q8_0');
+  assert.equal(fromCard.flashAttention, 'auto');
+  const refused = err(plan([node(0, 64 * GiB)], { kvCacheType: 'q8_0', flashAttention: 'off' }));
+  assert.equal(refused.code, 'INVALID_REQUEST');
+  assert.match(refused.message, /flash attention/);
+  // Quantized blocks hold 32 values: a model with 16-wide heads cannot use them.
+  const narrow = err(plan([node(0, 64 * GiB)], { kvCacheType: 'q4_0' }, { facts: factsA({ keyLength: 16, valueLength: 16 }) }));
+  assert.equal(narrow.code, 'INVALID_REQUEST');
+  assert.match(narrow.message, /16 \(K\) and 16 \(V\) wide/);
+  // Flash attention off counts the attention scores: 4096 cells × 512 × 32 heads × 4 B = 256 MiB
+  const off = ok(plan([node(0, 64 * GiB)], { flashAttention: 'off' }));
+  assert.equal(off.placements[0]!.estimate.attentionScoresBytes, 256 * MiB);
+});
+
+test('a plan on a backend the speed model does not know shows no prediction, and the launch still plans', () => {
+  const gpuOnly = card({ compatible_backends: ['llama_server-cuda'] });
+  const p = ok(plan([node(0, 8 * GiB, { memoryBandwidthBytesPerS: 31e9 })], {}, { card: gpuOnly }));
+  assert.equal(p.shape, 'single');
+  assert.equal(p.predictedDecodeTokPerS, null);
+  assert.ok(p.speedArithmetic.some((line) => /llama_server-cuda/.test(line)), p.speedArithmetic.join('\n'));
+  const replicas = ok(plan([node(0, 8 * GiB), node(1, 8 * GiB)], { replicas: 2 }, { card: gpuOnly }));
+  assert.equal(replicas.predictedDecodeTokPerS, null);
+  const cpu = ok(plan([node(0, 8 * GiB, { memoryBandwidthBytesPerS: 31e9 })], {}, { card: card({ compatible_backends: ['llama_server-cpu'] }) }));
+  assert.ok(cpu.predictedDecodeTokPerS !== null && cpu.predictedDecodeTokPerS > 0);
+});
+
+test('slots never widen a split: the nodes one slot needs are the nodes it gets', () => {
+  // Neither 4 GiB node holds Model A; two do with one slot, and more slots would need a third.
+  const nodes = [node(0, 4 * GiB), node(1, 4 * GiB), node(2, 4 * GiB)];
+  const one = ok(plan(nodes));
+  assert.equal(one.shape, 'pooled');
+  const fitted = ok(plan(nodes, {}, { card: autoSlots }));
+  assert.equal(fitted.placements.length, one.placements.length);
+  assert.ok(fitted.parallel >= 1);
+  const wide = ok(plan(nodes, { parallel: 16 }, { card: autoSlots }));
+  assert.ok(wide.placements.length > one.placements.length, 'sixteen slots would take a wider split');
 });

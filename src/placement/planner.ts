@@ -6,20 +6,30 @@
 // - pooled: no node can hold it (or min_nodes asks for more): a llama-server driver (most free memory)
 //   plus ggml-rpc-server donors (next most), as few as fit, layers split in proportion to what each
 //   node has left after its fixed costs (split.ts).
-// Every plan stamps its inputs (exclusions, replicas, min_nodes, context) so a re-placement (replan.ts)
-// honours them rather than searching the whole cluster again.
+// Every plan stamps its inputs (exclusions, replicas, min_nodes, context, slots, KV type) so a re-placement
+// (replan.ts) honours them rather than searching the whole cluster again.
+//
+// Sizing, when neither the launch nor the card sets it: slots (`parallel`) are as many as fit at the chosen
+// context, up to DEFAULT_MAX_PARALLEL, in the shape and over the nodes one slot would get (more slots never
+// justify a split or a wider one);
+// the context is DEFAULT_CONTEXT_TOKENS, lowered in 256-token steps towards MIN_FITTED_CONTEXT_TOKENS only
+// when nothing fits at the default at all.
 
 import { placementError, type PlacementError } from './errors.js';
-import { admits, DEFAULT_KV_CACHE_TYPE, estimateMemory, fullShare } from './memory.js';
+import { admits, CONTEXT_STEP_TOKENS, DEFAULT_KV_CACHE_TYPE, estimateMemory, fullShare, isQuantizedKv, KV_QUANT_BLOCK_ELEMENTS } from './memory.js';
 import { byMemoryThenPreference, chooseBackend, isKnown, type ClusterNode, type KnownNode } from './nodes.js';
 import { buildPlan, describeAsk, describeShortfalls, fail, fullPlacement, memoryOptions, shortfallOf, singleSpeed, type Candidate, type PlanInput, type PlanOptions, type PlanResult, type Request } from './plan.js';
 import { planPooled } from './pooled.js';
 
 export { optionsOf, tensorSplitArg } from './plan.js';
-export type { Placement, PlacementRole, Plan, PlanInput, PlanOptions, PlanResult, RefusalState } from './plan.js';
+export type { Placement, PlacementRole, Plan, PlanInput, PlanOptions, PlanResult, RefusalState, Sizing } from './plan.js';
 
 /** Context per sequence admitted when the card sets none (capped at the trained context). */
 export const DEFAULT_CONTEXT_TOKENS = 4096;
+/** Slots a placement gets, memory permitting, when neither the launch nor the card sets them: a household's chat UI, agent and editor at once. */
+export const DEFAULT_MAX_PARALLEL = 16;
+/** An unset context is lowered to fit no further than this (or the trained context, if smaller). */
+export const MIN_FITTED_CONTEXT_TOKENS = 2048;
 /** More replicas than this is a mistake in the request, not a deployment. */
 export const MAX_REPLICAS = 64;
 
@@ -27,10 +37,16 @@ function resolveRequest(input: PlanInput, options: PlanOptions): Request | Place
   const { card, facts } = input;
   const request: Request = {
     contextTokens: options.contextTokens ?? card.runtime.context_size ?? Math.min(DEFAULT_CONTEXT_TOKENS, facts.trainedContext),
-    parallel: options.parallel ?? card.runtime.parallel,
+    // Unset, planSized fits it; 1 until then, the slot count every fit starts from.
+    parallel: options.parallel ?? card.runtime.parallel ?? 1,
     replicas: options.replicas ?? 1,
     minNodes: options.minNodes ?? card.runtime.min_nodes,
-    kvCacheType: options.kvCacheType ?? DEFAULT_KV_CACHE_TYPE,
+    kvCacheType: options.kvCacheType ?? card.runtime.kv_cache_type ?? DEFAULT_KV_CACHE_TYPE,
+    flashAttention: options.flashAttention ?? card.runtime.flash_attention ?? 'auto',
+    sizing: {
+      parallel: options.parallel !== undefined ? 'request' : card.runtime.parallel !== undefined ? 'card' : 'memory fit',
+      contextTokens: options.contextTokens !== undefined ? 'request' : card.runtime.context_size !== undefined ? 'card' : 'default',
+    },
     exclusions: [...new Set(options.exclusions ?? [])].sort(),
   };
   for (const key of ['contextTokens', 'parallel', 'replicas', 'minNodes'] as const) {
@@ -39,6 +55,15 @@ function resolveRequest(input: PlanInput, options: PlanOptions): Request | Place
     }
   }
   if (request.replicas > MAX_REPLICAS) return placementError('INVALID_REQUEST', `at most ${MAX_REPLICAS} replicas, asked for ${request.replicas}`);
+  if (isQuantizedKv(request.kvCacheType) && request.flashAttention === 'off') {
+    return placementError('INVALID_REQUEST', `a ${request.kvCacheType} KV cache needs flash attention (llama.cpp quantizes V only with it): use flash_attention auto or on, or kv_cache_type f16`);
+  }
+  if (isQuantizedKv(request.kvCacheType) && (facts.keyLength % KV_QUANT_BLOCK_ELEMENTS !== 0 || facts.valueLength % KV_QUANT_BLOCK_ELEMENTS !== 0)) {
+    return placementError(
+      'INVALID_REQUEST',
+      `a ${request.kvCacheType} KV cache stores blocks of ${KV_QUANT_BLOCK_ELEMENTS} values, and ${card.id}'s attention heads are ${facts.keyLength} (K) and ${facts.valueLength} (V) wide: use kv_cache_type f16`,
+    );
+  }
   if (request.replicas > 1 && request.minNodes > 1) {
     return placementError('INVALID_REQUEST', `replicas of a split are not supported: ask for ${request.replicas} replicas or min_nodes ${request.minNodes}, not both`);
   }
@@ -70,16 +95,53 @@ function planOver(input: PlanInput, request: Request, known: readonly KnownNode[
       );
     }
     const chosen = fitting.slice(0, request.replicas);
-    const speeds = chosen.map((c) => singleSpeed(facts, c.node));
-    const slowest = speeds.reduce((a, b) => (b.tokPerS < a.tokPerS ? b : a));
+    const speeds = chosen.map((c) => singleSpeed(facts, c));
+    // A copy without a figure makes the slowest unknown: none is shown rather than a guess.
+    const slowest = speeds.reduce((a, b) => (a.tokPerS === null ? a : b.tokPerS === null || b.tokPerS < a.tokPerS ? b : a));
     const placements = chosen.map((c) => fullPlacement(input, request, c, full));
     return { ok: true, plan: buildPlan(input, request, 'replicas', placements, slowest, []) };
   }
   const best = fitting[0];
   if (request.minNodes === 1 && best !== undefined) {
-    return { ok: true, plan: buildPlan(input, request, 'single', [fullPlacement(input, request, best, full)], singleSpeed(facts, best.node), []) };
+    return { ok: true, plan: buildPlan(input, request, 'single', [fullPlacement(input, request, best, full)], singleSpeed(facts, best), []) };
   }
   return planPooled(input, request, known, candidates, fitting, singles);
+}
+
+/** Contexts to try for an unset one: the default, then 256-token steps down to the fitted minimum. */
+function fittedContexts(defaultTokens: number): number[] {
+  const floor = Math.min(defaultTokens, MIN_FITTED_CONTEXT_TOKENS);
+  const out = [defaultTokens];
+  for (let t = Math.floor((defaultTokens - 1) / CONTEXT_STEP_TOKENS) * CONTEXT_STEP_TOKENS; t >= floor; t -= CONTEXT_STEP_TOKENS) out.push(t);
+  return out;
+}
+
+/** planOver with the unset knobs fitted (see the header); the first refusal when nothing fits. */
+function planSized(input: PlanInput, request: Request, known: readonly KnownNode[]): PlanResult {
+  const contexts = request.sizing.contextTokens === 'default' ? fittedContexts(request.contextTokens) : [request.contextTokens];
+  let firstRefusal: PlanResult | null = null;
+  for (const contextTokens of contexts) {
+    const sizing = { ...request.sizing, ...(contextTokens !== request.contextTokens ? { contextTokens: 'memory fit' as const } : {}) };
+    const at = { ...request, contextTokens, sizing };
+    const one = planOver(input, at, known);
+    if (!one.ok) {
+      firstRefusal ??= one;
+      continue;
+    }
+    if (contextTokens !== request.contextTokens) {
+      one.plan.warnings.push(`the context was lowered from the default ${request.contextTokens} to ${contextTokens} tokens per slot to fit; ask for more with context_tokens (it needs more memory or a split)`);
+    }
+    if (request.sizing.parallel !== 'memory fit') return one;
+    for (let parallel = DEFAULT_MAX_PARALLEL; parallel > 1; parallel--) {
+      const more = planOver(input, { ...at, parallel }, known);
+      if (more.ok && more.plan.shape === one.plan.shape && more.plan.placements.length === one.plan.placements.length) {
+        more.plan.warnings.push(...one.plan.warnings.filter((w) => !more.plan.warnings.includes(w)));
+        return more;
+      }
+    }
+    return one;
+  }
+  return firstRefusal!;
 }
 
 /**
@@ -100,7 +162,7 @@ export function planPlacement(input: PlanInput, options: PlanOptions = {}): Plan
   }
   const known = allowed.filter(isKnown);
   const pending = allowed.filter((node) => !isKnown(node)).map((node) => node.nodeId);
-  const result = known.length > 0 ? planOver(input, request, known) : null;
+  const result = known.length > 0 ? planSized(input, request, known) : null;
   if (pending.length > 0 && (result === null || !result.ok)) {
     const now = result === null ? 'no node has reported yet' : `with the nodes that have: ${result.error.message}`;
     return fail(

@@ -21,10 +21,11 @@ function minDefined(a: number | undefined, b: number | undefined): number | unde
 function splitWarning(input: PlanInput, request: Request, pooled: SpeedPrediction, fitting: readonly Candidate[], candidates: readonly Candidate[]): string | null {
   const { facts } = input;
   const alone = (fitting.length > 0 ? fitting : candidates)
-    .map((c) => ({ c, speed: singleSpeed(facts, c.node), ceiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { kvCacheType: request.kvCacheType }) }))
+    .map((c) => ({ c, speed: singleSpeed(facts, c), ceiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { kvCacheType: request.kvCacheType, flashAttention: request.flashAttention }) }))
     .filter((x) => x.ceiling > 0)
-    .sort((a, b) => b.speed.tokPerS - a.speed.tokPerS)[0];
-  if (alone === undefined || alone.speed.tokPerS <= pooled.tokPerS) return null;
+    .sort((a, b) => (b.speed.tokPerS ?? 0) - (a.speed.tokPerS ?? 0))[0];
+  // Without both figures there is nothing to compare.
+  if (alone?.speed.tokPerS == null || pooled.tokPerS === null || alone.speed.tokPerS <= pooled.tokPerS) return null;
   const speeds = `~${pooled.tokPerS.toFixed(1)} tok/s split against ~${alone.speed.tokPerS.toFixed(1)} tok/s on ${alone.c.node.nodeId} alone`;
   if (fitting.length > 0) return `the split is predicted slower than one node: ${speeds} (min_nodes ${request.minNodes} forces the split)`;
   return `the split is predicted slower than one node: ${speeds}, which fits the model with up to ${alone.ceiling} tokens of context (asked for ${request.contextTokens})`;
@@ -45,7 +46,7 @@ function pooledPlacements(input: PlanInput, request: Request, members: readonly 
       tensorSplit: weights[i]!,
       freeBytes: c.node.freeBytes,
       estimate: part.estimate,
-      contextCeiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { share: part.share, kvCacheType: request.kvCacheType }),
+      contextCeiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { share: part.share, kvCacheType: request.kvCacheType, flashAttention: request.flashAttention }),
     };
   });
 }
@@ -89,6 +90,7 @@ export function planPooled(input: PlanInput, request: Request, known: readonly K
       const driverLink = driver!.node.linkBytesPerS;
       const speedParts: SpeedPart[] = members.map((m, i) => ({
         share: split.parts[i]!.share,
+        backend: m.backend.tag,
         memoryBandwidthBytesPerS: m.node.memoryBandwidthBytesPerS,
         linkBytesPerS: minDefined(m.node.linkBytesPerS, driverLink),
         donor: i < members.length - 1,

@@ -11,7 +11,7 @@ import type { InstanceEndReason, InstanceSpec, InstanceState } from '../master/s
 import { MAX_INSTANCE_WARNINGS, INSTANCE_TEXT_MAX_CHARS } from '../master/state/instances.js';
 import type { ClusterState } from '../master/state/state.js';
 import { resolveBuiltinModel } from '../models/builtin-store.js';
-import type { ModelCard } from '../models/cards/card.js';
+import type { CardKvCacheType, FlashAttentionMode, ModelCard } from '../models/cards/card.js';
 import { loadCatalog } from '../models/cards/catalog.js';
 import { readGgufFacts, type GgufFacts } from '../models/cards/gguf-facts.js';
 import { modelsDir } from '../common/paths.js';
@@ -35,6 +35,8 @@ export interface PlaceRequest {
   minNodes?: number;
   contextTokens?: number;
   parallel?: number;
+  kvCacheType?: CardKvCacheType;
+  flashAttention?: FlashAttentionMode;
 }
 
 export interface PlacementPlane {
@@ -93,12 +95,14 @@ export function specFromPlan(plan: Plan, card: ModelCard, instanceId: InstanceId
     contextTokens: plan.contextTokens,
     parallel: plan.parallel,
     kvCacheType: plan.kvCacheType,
+    flashAttention: plan.flashAttention,
     capabilities: capabilitiesOf(card),
     exclusions: plan.exclusions,
     replicas: plan.replicas,
     minNodes: plan.minNodes,
     refusal: plan.refusal,
-    predictedDecodeTokPerS: Number.isFinite(plan.predictedDecodeTokPerS) ? plan.predictedDecodeTokPerS : 0,
+    // 0: no prediction (speed.ts has no model for the placement's backend).
+    predictedDecodeTokPerS: plan.predictedDecodeTokPerS ?? 0,
     warnings: plan.warnings.slice(0, MAX_INSTANCE_WARNINGS).map(clip),
     createdAtMs: nowMs,
   };
@@ -117,13 +121,16 @@ export function planFromSpec(spec: InstanceSpec, facts: GgufFacts): Plan {
       holdsOutput: p.holdsOutput,
       ...(p.tensorSplit !== null ? { tensorSplit: p.tensorSplit } : {}),
       freeBytes: 0,
-      estimate: estimateMemory(facts, { firstLayer: p.firstLayer, layerCount: p.layerCount, holdsOutput: p.holdsOutput }, { contextTokens: spec.contextTokens, sequences: spec.parallel, kvCacheType: spec.kvCacheType }),
+      estimate: estimateMemory(facts, { firstLayer: p.firstLayer, layerCount: p.layerCount, holdsOutput: p.holdsOutput }, { contextTokens: spec.contextTokens, sequences: spec.parallel, kvCacheType: spec.kvCacheType, flashAttention: spec.flashAttention ?? 'auto' }),
       contextCeiling: spec.contextTokens,
     })),
     contextTokens: spec.contextTokens,
     contextCeiling: spec.contextTokens,
     parallel: spec.parallel,
     kvCacheType: spec.kvCacheType,
+    flashAttention: spec.flashAttention ?? 'auto',
+    // A stamped instance's knobs are settled: a re-placement keeps them as if asked for.
+    sizing: { parallel: 'request', contextTokens: 'request' },
     predictedDecodeTokPerS: spec.predictedDecodeTokPerS,
     speedArithmetic: [],
     warnings: spec.warnings,
@@ -177,6 +184,8 @@ export class PlacementService {
       ...(request.minNodes !== undefined ? { minNodes: request.minNodes } : {}),
       ...(request.contextTokens !== undefined ? { contextTokens: request.contextTokens } : {}),
       ...(request.parallel !== undefined ? { parallel: request.parallel } : {}),
+      ...(request.kvCacheType !== undefined ? { kvCacheType: request.kvCacheType } : {}),
+      ...(request.flashAttention !== undefined ? { flashAttention: request.flashAttention } : {}),
       exclusions: this.resolveNodes(request.exclude ?? []),
     };
     const nodes = await this.options.nodes();
@@ -227,7 +236,7 @@ export class PlacementService {
         ? replanAfterRefusal(previous, nodeId, input)
         : why === 'download-failed'
           ? replanAfterDownloadFailure(previous, nodeId, input)
-          : planPlacement(input, { exclusions: instance.exclusions, replicas: instance.replicas, minNodes: instance.minNodes, contextTokens: instance.contextTokens, parallel: instance.parallel, kvCacheType: instance.kvCacheType });
+          : planPlacement(input, { exclusions: instance.exclusions, replicas: instance.replicas, minNodes: instance.minNodes, contextTokens: instance.contextTokens, parallel: instance.parallel, kvCacheType: instance.kvCacheType, flashAttention: instance.flashAttention ?? 'auto' });
     if (!result.ok) {
       await this.submitEnd(instance, why === 'lost' ? 'node-lost' : 'failed', `${why} on ${nodeId}, and it cannot be re-placed: ${result.error.message}`, null);
       return;

@@ -1,33 +1,85 @@
-// Predicted decode speed. Decoding one token reads every weight the token passes through once, so a
-// node's part takes (bytes it reads) / (its memory bandwidth); a split runs its parts one after the
-// other, so their times add, and each donor adds an RPC hop:
+// Predicted single-stream decode speed of what a node serves. Decoding one token reads every weight the
+// token passes through once, so a part takes (bytes it reads) / (its memory bandwidth); on top, every
+// token pays fixed costs that dominate small models: the engine's graph build, sampling and the node's
+// relay of the stream (base), and the threads' synchronisation at each op of each layer (per layer).
+// A split runs its parts one after the other, so their times add, and each RPC server adds a hop:
 //
-//   seconds/token = Σ_parts bytesRead(part) / bandwidth(part)
-//                 + donors × (RPC_HOP_OVERHEAD_S + RPC_ROUND_TRIPS_PER_TOKEN × LINK_ROUND_TRIP_S
-//                             + 2 × embedding × 4 B / link)
+//   seconds/token = Σ_parts readFactor × bytesRead(part) / bandwidth(part) + layers × perLayer
+//                 + base(driver's engine) + NODE_RELAY_S
+//                 + Σ_rpcServers (RPC_HOP_BASE_S + its layers × RPC_HOP_PER_LAYER_S
+//                                 + RPC_ROUND_TRIPS_PER_TOKEN × LINK_ROUND_TRIP_S + 2 × embedding × 4 B / link)
 //   tok/s = 1 / seconds/token
 //
 // bytesRead(part) = its layers' bytes, plus for the part holding the output: the output head and final
 // norm (and the embedding table when the head is tied to it; otherwise a token reads one embedding row,
-// which is nothing). It ignores KV reads, which grow with the filled context: it is a short-context,
-// memory-bound estimate. Checked against docs/STACK-NOTES.md (200M f16, 2 cores, 31 GB/s): it predicts ~92 tok/s
-// where llama-server measured ~110; through one RPC hop the measured slowdown was 1.7-2.2 ms per token.
+// which is nothing). KV reads, which grow with the filled context, are left out: it is a short-context
+// estimate. A CPU driver also runs an RPC server for its own share (llama-server stops counting its CPU
+// as a device once given --rpc), so a split over N CPU nodes pays N hops.
+//
+// Calibrated 2026-12-01 on the 2-core reference machine (no GPU, measured bandwidth 38.6 GB/s, 2
+// engine threads, load average ≤ 2.1 where marked quiet), generated random-weight models, 64-token
+// greedy decodes, medians of 5:
+//
+//   model (width × layers, type)   bytes     llama-server engine   Shoal node, llama_cpp engine
+//   shoal/tiny (64 × 2, f32)       0.84 MB   7758 tok/s (0.129 ms)   226-262 tok/s (~4.1 ms)
+//   64 × 16, f32                   2.9 MB    2032 tok/s (0.492 ms)
+//   256 × 2, f32                   13 MB     3944 tok/s (0.254 ms)
+//   256 × 16, f32                  46 MB      468 tok/s (2.14 ms)
+//   200M (1024 × 11, f16)          391 MB    ~110 tok/s (9.1 ms)     55-58 tok/s (~17.5 ms)  (STACK-NOTES)
+//
+// tiny and 64 × 16 differ by 14 layers and 2 MB: 0.022 ms per layer, leaving 0.063 ms of engine base.
+// Through llama-server's HTTP stream tiny served 4840 tok/s (+0.08 ms) and the node's relay costs
+// ~0.8 ms of main-thread CPU per token (docs/PERF-NOTES.md), which on 2 cores the engine waits for.
+// 200M predicts 10.1 + 0.24 + 0.94 = 11.3 ms (88 tok/s) against ~110 measured; node-llama-cpp's
+// prebuilt binaries read at ~0.75 of the measured bandwidth and cost ~4 ms per token on top (tiny).
+// Under load (a shared machine at load 8) two spinning threads fall 10-40x: no figure here covers that.
+// The constants hold for the node's default of one engine thread per physical core: with 1 thread
+// node-llama-cpp served tiny at 2661 tok/s (load 13), so its 4 ms is two threads spinning on two cores.
+//
+// A node that has not measured its bandwidth is predicted at the reference machine's figure and the plan
+// warns that it was assumed: CPU machines' RAM bandwidth spans about the 2x the figure promises. A backend
+// with no measured costs here (any GPU) gets no figure at all rather than a RAM-bandwidth guess.
 
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
+import { engineOf } from '../models/cards/card.js';
 import { shareWeightsBytes, type LayerShare } from './memory.js';
 
 /** Memory read bandwidth measured on the 2-core reference machines (docs/STACK-NOTES.md); used when a node has none. */
 export const DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S = 31e9;
 /** Gigabit Ethernet, when a node has not measured its link. */
 export const DEFAULT_LINK_BYTES_PER_S = 125e6;
-/** Per-token cost of one RPC donor on loopback (graph serialization, synchronisation): 1/93 − 1/110 s measured. */
-export const RPC_HOP_OVERHEAD_S = 0.002;
+/**
+ * Per-token cost of one RPC server on loopback (a command round trip, then the graph of its share sent
+ * and run op by op, so it grows with the layers it holds): 200M f16 all on one server cost 1/93 − 1/110 s
+ * = 1.66 ms over 12 layers; shoal/tiny split 1 + 1 layers over two served 1677 tok/s (1 thread, load 10).
+ */
+export const RPC_HOP_BASE_S = 0.0002;
+export const RPC_HOP_PER_LAYER_S = 0.00012;
 /** Network round trips one donor adds per token (send the input activations, collect the output). */
 export const RPC_ROUND_TRIPS_PER_TOKEN = 2;
 /** Round trip of a switched LAN, which the loopback measurement above does not include. */
 export const LINK_ROUND_TRIP_S = 0.0003;
 /** Activations cross a hop as f32. */
 const ACTIVATION_BYTES_PER_VALUE = 4;
+/** The node's relay of the engine's stream to the client, per token (main-thread CPU, docs/PERF-NOTES.md). */
+export const NODE_RELAY_S = 0.0008;
+
+/** The per-token costs of one engine on CPU at the node's default threads (the table above). */
+export interface EngineCosts {
+  /** Graph build, sampling, the engine's own stream: once per token. */
+  baseS: number;
+  /** Thread synchronisation of one layer's ops. */
+  perLayerS: number;
+  /** Seconds per byte read, as a multiple of 1 / measured bandwidth. */
+  readFactor: number;
+}
+
+/** Engines whose speed the model knows, on CPU only: a GPU backend's speed is not bandwidth-of-RAM bound and is not predicted. */
+export const CPU_ENGINE_COSTS: Readonly<Record<string, EngineCosts>> = {
+  llama_server: { baseS: 0.000063 + 0.00008, perLayerS: 0.000022, readFactor: 1 },
+  llama_cpp: { baseS: 0.004, perLayerS: 0.000022, readFactor: 1 / 0.75 },
+  rpc: { baseS: 0, perLayerS: 0.000022, readFactor: 1 },
+};
 
 export function bytesReadPerToken(facts: GgufFacts, share: LayerShare): number {
   const layers = shareWeightsBytes(facts, { ...share, holdsOutput: false });
@@ -37,6 +89,8 @@ export function bytesReadPerToken(facts: GgufFacts, share: LayerShare): number {
 
 export interface SpeedPart {
   share: LayerShare;
+  /** The backend tag the part runs on (`llama_server-cpu`, `rpc-cpu`, …). */
+  backend: string;
   memoryBandwidthBytesPerS?: number | undefined;
   /** Set on donors: the slower of its link and the driver's. */
   linkBytesPerS?: number | undefined;
@@ -44,32 +98,61 @@ export interface SpeedPart {
 }
 
 export interface SpeedPrediction {
-  tokPerS: number;
-  secondsPerToken: number;
+  /** null when the model cannot predict this placement (see `unpredictable`). */
+  tokPerS: number | null;
+  secondsPerToken: number | null;
+  /** Why there is no figure, when there is none. */
+  unpredictable: string | null;
   /** True when some part had no measured bandwidth and the default was assumed. */
   assumedBandwidth: boolean;
   arithmetic: string[];
 }
 
+function costsOf(backend: string): EngineCosts | null {
+  if (!backend.endsWith('-cpu')) return null;
+  return CPU_ENGINE_COSTS[engineOf(backend)] ?? null;
+}
+
+function none(reason: string): SpeedPrediction {
+  return { tokPerS: null, secondsPerToken: null, unpredictable: reason, assumedBandwidth: false, arithmetic: [reason] };
+}
+
+/** The last part that is not a donor drives: its engine's base cost and the relay are paid once per token. */
 export function predictDecode(facts: GgufFacts, parts: readonly SpeedPart[]): SpeedPrediction {
+  const driver = parts.find((p) => !p.donor);
+  if (driver === undefined) return none('no part drives the model');
+  for (const part of parts) {
+    if (costsOf(part.backend) === null) return none(`no measured speed model for ${part.backend}: the speed is not predicted`);
+  }
   let seconds = 0;
   let assumedBandwidth = false;
   const arithmetic: string[] = [];
+  const driverCosts = costsOf(driver.backend)!;
+  const split = parts.length > 1;
   for (const part of parts) {
+    const costs = costsOf(part.backend)!;
     const bandwidth = part.memoryBandwidthBytesPerS ?? DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S;
     if (part.memoryBandwidthBytesPerS === undefined) assumedBandwidth = true;
-    const bytes = bytesReadPerToken(facts, part.share);
-    seconds += bytes / bandwidth;
-    arithmetic.push(`${(bytes / 1e6).toFixed(1)} MB / ${(bandwidth / 1e9).toFixed(1)} GB/s = ${((bytes / bandwidth) * 1e3).toFixed(3)} ms`);
-    if (part.donor) {
-      const link = part.linkBytesPerS ?? DEFAULT_LINK_BYTES_PER_S;
+    const read = (driverCosts.readFactor * bytesReadPerToken(facts, part.share)) / bandwidth;
+    const layers = part.share.layerCount * costs.perLayerS;
+    seconds += read + layers;
+    arithmetic.push(
+      `${(bytesReadPerToken(facts, part.share) / 1e6).toFixed(1)} MB / ${(bandwidth / 1e9).toFixed(1)} GB/s${driverCosts.readFactor === 1 ? '' : ` × ${driverCosts.readFactor.toFixed(2)}`} = ${(read * 1e3).toFixed(3)} ms` +
+        ` + ${part.share.layerCount} layers × ${(costs.perLayerS * 1e3).toFixed(3)} ms`,
+    );
+    // A CPU driver of a split reaches its own share through an RPC server too.
+    if (part.donor || split) {
+      const link = part.donor ? (part.linkBytesPerS ?? DEFAULT_LINK_BYTES_PER_S) : Infinity;
       const transfer = (2 * facts.embeddingLength * ACTIVATION_BYTES_PER_VALUE) / link;
-      const hop = RPC_HOP_OVERHEAD_S + RPC_ROUND_TRIPS_PER_TOKEN * LINK_ROUND_TRIP_S + transfer;
+      const hop = RPC_HOP_BASE_S + part.share.layerCount * RPC_HOP_PER_LAYER_S + (part.donor ? RPC_ROUND_TRIPS_PER_TOKEN * LINK_ROUND_TRIP_S : 0) + transfer;
       seconds += hop;
-      arithmetic.push(`RPC hop ${(hop * 1e3).toFixed(3)} ms`);
+      arithmetic.push(`RPC hop${part.donor ? '' : ' (the driver\'s own share, loopback)'} ${(hop * 1e3).toFixed(3)} ms`);
     }
   }
-  const tokPerS = seconds > 0 ? 1 / seconds : Infinity;
+  const fixed = driverCosts.baseS + NODE_RELAY_S;
+  seconds += fixed;
+  arithmetic.push(`per token: ${engineOf(driver.backend)} ${(driverCosts.baseS * 1e3).toFixed(3)} ms + the node's relay ${(NODE_RELAY_S * 1e3).toFixed(3)} ms`);
+  const tokPerS = 1 / seconds;
   arithmetic.push(`${(seconds * 1e3).toFixed(3)} ms/token = ${tokPerS.toFixed(1)} tok/s`);
-  return { tokPerS, secondsPerToken: seconds, assumedBandwidth, arithmetic };
+  return { tokPerS, secondsPerToken: seconds, unpredictable: null, assumedBandwidth, arithmetic };
 }

@@ -1,13 +1,17 @@
 // The engines a node can run besides node-llama-cpp, found in the engine cache `shoal doctor --fix` fills.
 
 import type { InstanceId } from '../common/ids.js';
+import type { InstanceRunner } from './runner-contract.js';
 import type { Logger } from '../common/log.js';
 import { findEngine } from '../doctor/engines.js';
 import { LlamaServerRunner } from './engines/llama-server.js';
 import { RpcDonor } from './engines/rpc-donor.js';
 import type { DriverSpec, EngineFactory } from './instance-host.js';
+import type { ServedBy } from './worker.js';
 
 export interface NodeEngines extends EngineFactory {
+  /** `onChange` fires on every status change (the default model's health follows it at once). */
+  llamaServer(spec: DriverSpec & { onChange?: () => void }): InstanceRunner;
   /** The loopback port of this node's rpc donor for `instanceId`, when it runs one and it is up. */
   donorPort(instanceId: InstanceId): number | null;
 }
@@ -31,7 +35,7 @@ export async function createEngineFactory(options: { dataDir: string; threads: n
   }
   const donors = new Map<InstanceId, RpcDonor>();
   return {
-    llamaServer: (spec: DriverSpec) =>
+    llamaServer: (spec: DriverSpec & { onChange?: () => void }) =>
       new LlamaServerRunner({
         binaryPath: server,
         dataDir: options.dataDir,
@@ -39,10 +43,13 @@ export async function createEngineFactory(options: { dataDir: string; threads: n
         threads: options.threads,
         contextTokens: spec.contextTokens,
         parallel: spec.parallel,
+        ...(spec.kvCacheType !== undefined ? { kvCacheType: spec.kvCacheType } : {}),
+        ...(spec.flashAttention !== undefined ? { flashAttention: spec.flashAttention } : {}),
         embeddings: spec.capabilities.includes('embeddings'),
         ...(spec.rpcServers.length > 0 ? { rpcServers: spec.rpcServers, gpuLayers: 999 } : {}),
         ...(spec.tensorSplit !== null ? { tensorSplit: spec.tensorSplit } : {}),
         log: options.log.child({ instanceId: spec.instanceId, modelId: spec.modelId, engine: 'llama-server' }),
+        ...(spec.onChange ? { onChange: spec.onChange } : {}),
       }),
     rpcDonor: (instanceId: InstanceId) => {
       const donor = new RpcDonor({ binaryPath: rpc, dataDir: options.dataDir, threads: options.threads, log: options.log.child({ instanceId, engine: 'ggml-rpc-server' }) });
@@ -62,5 +69,13 @@ export async function createEngineFactory(options: { dataDir: string; threads: n
       return { status: () => donor.status(), whenReady: (signal?: AbortSignal) => donor.whenReady(signal), port: () => donor.port, stop: () => donor.stop() };
     },
     donorPort: (instanceId: InstanceId) => donors.get(instanceId)?.port ?? null,
+  };
+}
+
+/** The default model served by this node's managed llama-server, one slot per `--parallel`, CPU only. */
+export function servedByLlamaServer(engines: NodeEngines): ServedBy {
+  return {
+    backend: 'llama_server-cpu',
+    runner: (spec) => engines.llamaServer({ ...spec, contextTokens: spec.contextSize, parallel: spec.sequences, rpcServers: [], tensorSplit: null }),
   };
 }

@@ -7,7 +7,7 @@ import { ShoalError, errorMessage } from '../common/errors.js';
 import type { InstanceId, ModelId, NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import type { ModelCapability } from '../wire/capability.js';
-import { engineOf } from '../models/cards/card.js';
+import { engineOf, type FlashAttentionMode } from '../models/cards/card.js';
 import type { InstanceState } from '../master/state/instances.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../wire/telemetry.js';
@@ -29,6 +29,9 @@ export interface DriverSpec {
   modelPath: string;
   contextTokens: number;
   parallel: number;
+  /** Absent: f16 and auto, the engines' defaults (the node's default model is not placed). */
+  kvCacheType?: InstanceState['kvCacheType'];
+  flashAttention?: FlashAttentionMode;
   capabilities: ModelCapability[];
   /** `host:port` of each donor, in the plan's device order; empty for a single-node llama-server. */
   rpcServers: string[];
@@ -177,7 +180,12 @@ export class InstanceHost implements AsyncDisposable {
       throw error;
     }
     if (engine === 'llama_cpp') {
-      return this.options.worker.llamaCppRunner(instance.instanceId, instance.modelId, modelPath, { contextSize: instance.contextTokens, sequences: instance.parallel });
+      return this.options.worker.llamaCppRunner(instance.instanceId, instance.modelId, modelPath, {
+        contextSize: instance.contextTokens,
+        sequences: instance.parallel,
+        kvCacheType: instance.kvCacheType,
+        flashAttention: instance.flashAttention ?? 'auto',
+      });
     }
     const engines = this.requireEngines(placement.backend);
     if (placement.role === 'full') {
@@ -193,6 +201,8 @@ export class InstanceHost implements AsyncDisposable {
       modelPath,
       contextTokens: instance.contextTokens,
       parallel: instance.parallel,
+      kvCacheType: instance.kvCacheType,
+      flashAttention: instance.flashAttention ?? 'auto',
       capabilities: instance.capabilities,
     };
   }

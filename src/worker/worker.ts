@@ -3,7 +3,7 @@ import type { Logger } from '../common/log.js';
 import type { ModelCapability } from '../wire/capability.js';
 import type { InstanceRole } from '../wire/instance-role.js';
 import type { InstanceRunner, RunnerStatus } from './runner-contract.js';
-import type { GpuChoice } from './runner/protocol.js';
+import type { GpuChoice, RunnerConfig } from './runner/protocol.js';
 import { RunnerSupervisor } from './runner/supervisor.js';
 
 export interface WorkerOptions {
@@ -41,6 +41,12 @@ export interface InstanceStatus extends RunnerStatus {
   local: boolean;
 }
 
+/** An engine other than the node-llama-cpp runner child for the default model, and its backend tag. */
+export interface ServedBy {
+  backend: string;
+  runner(spec: { instanceId: InstanceId; modelId: ModelId; modelPath: string; capabilities: ModelCapability[]; contextSize: number; sequences: number; onChange: () => void }): InstanceRunner;
+}
+
 /** Runs this node's model instances (or parts of them), one supervised engine process each. */
 export class Worker implements AsyncDisposable {
   private readonly instances = new Map<InstanceId, LocalInstance>();
@@ -52,28 +58,23 @@ export class Worker implements AsyncDisposable {
     return this.options.threads;
   }
 
-  /** Starts the node's own default-model instance with the node-llama-cpp runner. */
-  place(modelId: ModelId, modelPath: string, capabilities: ModelCapability[]): LocalInstance {
+  /**
+   * Starts the node's own default-model instance: through `served` when given (the managed
+   * llama-server, default-engine.ts says when), else with the node-llama-cpp runner child.
+   */
+  place(modelId: ModelId, modelPath: string, capabilities: ModelCapability[], served: ServedBy | null = null): LocalInstance {
     const instanceId = newInstanceId();
-    const runner = new RunnerSupervisor({
-      log: this.options.log.child({ instanceId, modelId }),
-      config: {
-        modelPath,
-        contextSize: this.options.contextSize,
-        sequences: this.options.sequences,
-        threads: this.options.threads,
-        gpu: this.options.gpu,
-      },
-      onChange: () => this.changed(),
-    });
-    return this.attach({ instanceId, modelId, role: 'full', backend: 'llama_cpp-cpu', capabilities, placedAt: Math.floor(Date.now() / 1000), local: true, runner });
+    const onChange = (): void => this.changed();
+    const window = { contextSize: this.options.contextSize, sequences: this.options.sequences };
+    const runner = served ? served.runner({ instanceId, modelId, modelPath, capabilities, ...window, onChange }) : this.llamaCppRunner(instanceId, modelId, modelPath, window);
+    return this.attach({ instanceId, modelId, role: 'full', backend: served?.backend ?? 'llama_cpp-cpu', capabilities, placedAt: Math.floor(Date.now() / 1000), local: true, runner });
   }
 
-  /** A node-llama-cpp runner for a cluster-placed instance with the given window. */
-  llamaCppRunner(instanceId: InstanceId, modelId: ModelId, modelPath: string, window: { contextSize: number; sequences: number }): RunnerSupervisor {
+  /** A node-llama-cpp runner child with the given window, for a cluster-placed instance or the default model. */
+  llamaCppRunner(instanceId: InstanceId, modelId: ModelId, modelPath: string, window: Pick<RunnerConfig, 'contextSize' | 'sequences' | 'kvCacheType' | 'flashAttention'>): RunnerSupervisor {
     return new RunnerSupervisor({
       log: this.options.log.child({ instanceId, modelId }),
-      config: { modelPath, contextSize: window.contextSize, sequences: window.sequences, threads: this.options.threads, gpu: this.options.gpu },
+      config: { modelPath, ...window, threads: this.options.threads, gpu: this.options.gpu },
       onChange: () => this.changed(),
     });
   }

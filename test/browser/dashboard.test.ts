@@ -235,7 +235,17 @@ describe('the dashboard on one node', { timeout: 600_000 }, () => {
     assert.equal(await plan.getAttribute('data-plan-shape'), 'single');
     assert.match(await plan.innerText(), /tokens\/s/);
     assert.match(await plan.innerText(), /alpha/);
+    // Slots come from the memory fit (16 for the tiny model), and the dialog sets them.
+    const slots = plan.locator('[data-plan-slots]');
+    assert.equal(await slots.getAttribute('data-plan-slots'), '16');
+    assert.match(await plan.innerText(), /what fits/);
     await screenshot(page, 'models-launch-preview');
+    await dialog.getByLabel('Slots').fill('2');
+    await plan.locator('[data-plan-slots="2"]').waitFor({ timeout: WAIT_MS });
+    assert.match(await plan.innerText(), /as asked/);
+    assert.match(await plan.innerText(), /KV cache f16 · flash attention auto/);
+    await dialog.getByLabel('Slots').fill('');
+    await plan.locator('[data-plan-slots="16"]').waitFor({ timeout: WAIT_MS });
 
     // An impossible ask is refused in words, before anything runs.
     await dialog.getByLabel('Replicas').fill('3');

@@ -223,6 +223,21 @@ describe('LlamaServerRunner', { skip, timeout: 300_000 }, () => {
     assert.equal(endOf(await run(shared, generate(TEXT, 2))).finishReason, 'length');
   });
 
+  test('a chat longer than one slot, counted by the server alongside the generation, fails with the same typed error', async () => {
+    const long: InferenceTask['prompt'] = { kind: 'chat', messages: [{ role: 'user', content: 'the cat sat on the mat '.repeat(100) }] };
+    const error = await expectError(run(shared, generate(long, 8)), 'CONTEXT_OVERFLOW');
+    assert.match(error.message, /^the prompt is \d+ tokens but the model's context holds 256/);
+    assert.equal(error.param, 'messages');
+    assert.deepEqual({ inFlight: shared.status().inFlight, queued: shared.status().queued }, { inFlight: 0, queued: 0 });
+  });
+
+  test('a chat without a token limit is cut where the slot is full, with the length reason, as a counted one is', async () => {
+    const events = await run(shared, generate(CHAT, null));
+    const start = events[0] as { type: 'start'; promptTokens: number };
+    assert.deepEqual(endOf(events).usage, { promptTokens: start.promptTokens, completionTokens: 256 - start.promptTokens });
+    assert.equal(endOf(events).finishReason, 'length');
+  });
+
   test('embeddings are refused by an instance started without them', async () => {
     assert.throws(
       () => shared.run({ kind: 'embed', model: 'shoal/tiny', inputs: ['hello'], truncate: false, normalize: true }, new AbortController().signal),
@@ -293,6 +308,53 @@ describe('LlamaServerRunner under load and failure', { skip, timeout: 300_000 },
     // Short requests fit side by side in the same budget.
     const short = await Promise.all([0, 1].map(() => run(r, generate(TEXT, 4))));
     for (const events of short) assert.equal(endOf(events).finishReason, 'length');
+  });
+
+  test('chats on a small KV budget: one takes a free slot before it is counted, the rest are counted and queue first in, first out', async () => {
+    await using r = runner({ parallel: 2, contextTokens: 256, kvTokens: 300 });
+    await r.whenReady();
+    const N = 4;
+    const order: string[] = [];
+    let running = 0;
+    let maxRunning = 0;
+    const chat = (i: number): InferenceTask => generate({ kind: 'chat', messages: [{ role: 'user', content: `Story number ${i}:` }] }, 200);
+    const all = await Promise.all(
+      Array.from({ length: N }, async (_, i) => {
+        const events: TaskEvent[] = [];
+        for await (const event of r.run(chat(i), new AbortController().signal)) {
+          if (event.type === 'start') {
+            order.push(`start ${i}`);
+            maxRunning = Math.max(maxRunning, ++running);
+          }
+          if (event.type === 'end') running--;
+          events.push(event);
+        }
+        return events;
+      }),
+    );
+    for (const [i, events] of all.entries()) {
+      const start = events[0] as { type: 'start'; promptTokens: number };
+      const counted = await run(r, { kind: 'count', model: 'shoal/tiny', prompt: chat(i).prompt, tools: [] });
+      assert.deepEqual(endOf(events).usage, { promptTokens: (counted[0] as { promptTokens: number }).promptTokens, completionTokens: 200 });
+      assert.equal(start.promptTokens, endOf(events).usage.promptTokens);
+    }
+    assert.deepEqual(order, Array.from({ length: N }, (_, i) => `start ${i}`));
+    assert.equal(maxRunning, 1, 'two long chats ran at once on KV for one');
+
+    // Once the server has said how long the first prompt is, its whole-slot reservation shrinks and a short chat runs beside it.
+    let maxShort = 0;
+    const short = await Promise.all(
+      [0, 1].map(async () => {
+        const events: TaskEvent[] = [];
+        for await (const event of r.run(generate(CHAT, 64), new AbortController().signal)) {
+          maxShort = Math.max(maxShort, r.status().inFlight);
+          events.push(event);
+        }
+        return events;
+      }),
+    );
+    for (const events of short) assert.equal(endOf(events).usage.completionTokens, 64);
+    assert.equal(maxShort, 2, 'the short chats did not run side by side');
   });
 
   test('kill -9 of llama-server fails the request in flight with a typed error, then it restarts and serves', async () => {

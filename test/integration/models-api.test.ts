@@ -30,7 +30,8 @@ const sha256 = async (path: string): Promise<string> => createHash('sha256').upd
 async function api<T = Record<string, unknown>>(node: TestNode, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
   const res = await fetch(`${node.url}${path}`, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    // The header a body-less state-changing control call needs from loopback (docs/API.md).
+    headers: { 'x-shoal-client': 'test', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();

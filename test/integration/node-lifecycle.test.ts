@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import OpenAI, { APIError } from 'openai';
+import { findEngine } from '../../src/doctor/engines.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
 
 interface HealthModel {
   id: string;
+  backend: string;
   state: string;
   reason: string | null;
   pid: number | null;
@@ -134,10 +137,26 @@ test('the EOS-capable model stops on its own with finish_reason stop', async () 
   assert.ok(res.choices[0]!.message.content!.length > 0);
 });
 
+test('the default model serves through llama-server when it is built, node-llama-cpp when --engine llama_cpp says so', { skip: (await findEngine('llama-server')) === null ? 'llama-server is not built: run `shoal doctor --fix`' : false }, async () => {
+  for (const [args, backend, program] of [[[], 'llama_server-cpu', /llama-server$/], [['--engine', 'llama_cpp'], 'llama_cpp-cpu', /node$/]] as const) {
+    await using node = await startTestNode({ args: [...args, '--gpu', 'false'] });
+    const model = (await health(node)).body.models[0]!;
+    assert.equal(model.backend, backend);
+    assert.match(readFileSync(`/proc/${model.pid!}/cmdline`, 'utf8').split('\0')[0]!, program);
+    const state = (await (await fetch(`${node.url}/state`)).json()) as { models: Array<{ backend: string }> };
+    assert.equal(state.models[0]!.backend, backend);
+    assert.match(node.output(), new RegExp(`default model shoal/tiny serves through ${backend.replace('-cpu', '')}`));
+  }
+});
+
 test('bad command-line options exit 2 with a message', async () => {
   const node = await startTestNode({ args: ['--threads', 'many'], waitReady: false });
   const result = await node.exited;
   await node.stop();
   assert.equal(result.code, 2);
   assert.match(node.output(), /--threads must be a positive integer/);
+  const engine = await startTestNode({ args: ['--engine', 'vllm'], waitReady: false });
+  assert.equal((await engine.exited).code, 2);
+  await engine.stop();
+  assert.match(engine.output(), /--engine \(or SHOAL_ENGINE\) must be auto, llama_server, llama_cpp/);
 });

@@ -293,7 +293,8 @@ describe('Ollama tool calls on a real node', () => {
   let ollama: Ollama;
 
   before(async () => {
-    node = await startTestNode({ args: ['--default-model', TOOLS_MODEL] });
+    // In-process only, as in openai-features.test.ts: Shoal's own tool-call convention, constrained mid-answer.
+    node = await startTestNode({ args: ['--default-model', TOOLS_MODEL, '--engine', 'llama_cpp'] });
     ollama = new Ollama({ host: node.url });
   });
   after(async () => node?.stop());

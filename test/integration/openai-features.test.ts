@@ -213,7 +213,10 @@ describe('reasoning and eager tool use', () => {
   });
 
   test('with tool_choice auto, a tool-eager model calls a tool and answers once the result is back', async () => {
-    await using eager = await startTestNode({ args: ['--default-model', 'shoal/tiny-tools'] });
+    // In-process only: a call in Shoal's own convention (this template renders no tools) is
+    // grammar-constrained from its first token by the llama_cpp engine; llama-server's chat endpoint
+    // takes no lazy grammar, so there the random-weight model's arguments run free.
+    await using eager = await startTestNode({ args: ['--default-model', 'shoal/tiny-tools', '--engine', 'llama_cpp'] });
     const c = new OpenAI({ baseURL: `${eager.url}/v1`, apiKey: 'x', maxRetries: 0 });
     const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather in Oslo?' }];
     const first = await c.chat.completions.create({ model: 'shoal/tiny-tools', messages, tools: TOOLS, temperature: 0, max_tokens: 200 });

@@ -3,6 +3,8 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { TINY_MODEL_SPEC } from '../../src/models/generate/builtin.js';
+import { generateRandomModel } from '../../src/models/generate/random-model.js';
 import { eventually, shoal, status } from '../support/cli.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
 
@@ -77,10 +79,10 @@ describe('placement on one node', () => {
     const answer = await chat(node, MODEL);
     assert.equal(answer.status, 200, JSON.stringify(answer.body));
 
-    const stopped = await fetch(`${node.url}/instance/${instanceId}`, { method: 'DELETE' });
+    const stopped = await fetch(`${node.url}/instance/${instanceId}`, { method: 'DELETE', headers: { 'x-shoal-client': 'test' } });
     assert.equal(stopped.status, 200);
     await eventually('the instance to be gone', 10_000, async () => ((await chat(node, MODEL)).status === 404 ? true : undefined));
-    assert.equal((await fetch(`${node.url}/instance/${instanceId}`, { method: 'DELETE' })).status, 404, 'a second stop is a 404');
+    assert.equal((await fetch(`${node.url}/instance/${instanceId}`, { method: 'DELETE', headers: { 'x-shoal-client': 'test' } })).status, 404, 'a second stop is a 404');
 
     const again = await post(node, '/place_instance', { model: MODEL });
     assert.equal(again.status, 201);
@@ -117,7 +119,43 @@ describe('placement on one node', () => {
     const res = await chat(node, 'test/broken');
     assert.equal(res.status, 503, JSON.stringify(res.body));
     assert.equal((res.body.error as { code: string }).code, 'model_failed');
-    assert.equal((await fetch(`${node.url}/instance/${instanceId}`, { method: 'DELETE' })).status, 200);
+    assert.equal((await fetch(`${node.url}/instance/${instanceId}`, { method: 'DELETE', headers: { 'x-shoal-client': 'test' } })).status, 200);
+  });
+
+  test('slots default to what fits; the KV cache type and flash attention reach both engines', async () => {
+    // 64-wide heads: quantized KV blocks hold 32 values, which the tiny model's 16-wide heads cannot.
+    const wide = join(node.dataDir, 'wide.gguf');
+    await generateRandomModel({ ...TINY_MODEL_SPEC, name: 'test/wide', embeddingLength: 128, headCount: 2, headCountKv: 1, eosBias: 'natural' }, wide);
+    await mkdir(join(node.dataDir, 'cards'), { recursive: true });
+    const cardFor = (id: string, backend: string): string =>
+      [`id = "${id}"`, 'name = "wide heads"', 'tasks = ["chat", "completion"]', `compatible_backends = ["${backend}"]`, '', '[source]', 'kind = "file"', `path = "${wide}"`, ''].join('\n');
+    await writeFile(join(node.dataDir, 'cards', 'wide-cpp.toml'), cardFor('test/wide-cpp', 'llama_cpp-cpu'));
+    await writeFile(join(node.dataDir, 'cards', 'wide-server.toml'), cardFor('test/wide-server', 'llama_server-cpu'));
+
+    const dry = await post(node, '/place_instance', { model: 'test/wide-cpp', dry_run: true });
+    assert.equal(dry.status, 200, JSON.stringify(dry.body));
+    const plan = dry.body.plan as { parallel: number; sizing: { parallel: string }; kvCacheType: string; flashAttention: string };
+    assert.equal(plan.parallel, 16);
+    assert.equal(plan.sizing.parallel, 'memory fit');
+    assert.deepEqual([plan.kvCacheType, plan.flashAttention], ['f16', 'auto']);
+    const cli = await shoal(node, 'models', 'launch', 'test/wide-cpp', '--parallel', '3', '--kv-cache-type', 'q4_0', '--flash-attention', 'on', '--dry-run');
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.match(cli.stdout, /3 slots \(request\) × 4096 tokens \(default\), KV q4_0, flash attention on/);
+    const narrow = await post(node, '/place_instance', { model: MODEL, kv_cache_type: 'q8_0', dry_run: true });
+    assert.equal(narrow.status, 409, JSON.stringify(narrow.body));
+    assert.match(JSON.stringify(narrow.body), /16 \(K\) and 16 \(V\) wide/);
+
+    for (const model of ['test/wide-cpp', 'test/wide-server']) {
+      const placed = await post(node, '/place_instance', { model, parallel: 2, kv_cache_type: 'q8_0', flash_attention: 'on' });
+      assert.equal(placed.status, 201, JSON.stringify(placed.body));
+      const instance = placed.body.instance as { instanceId: string; parallel: number; kvCacheType: string; flashAttention: string };
+      assert.deepEqual([instance.parallel, instance.kvCacheType, instance.flashAttention], [2, 'q8_0', 'on']);
+      await readyOn(node, instance.instanceId, 1);
+      const answer = await chat(node, model);
+      assert.equal(answer.status, 200, `${model}: ${JSON.stringify(answer.body)}`);
+      const stopped = await fetch(`${node.url}/instance/${instance.instanceId}`, { method: 'DELETE', headers: { 'x-shoal-client': '1' } });
+      assert.equal(stopped.status, 200, await stopped.text());
+    }
   });
 
   test('the CLI launches, lists and stops instances', async () => {
@@ -173,7 +211,7 @@ describe('any-node routing between two nodes', () => {
     });
     assert.equal(streamed.status, 200);
     assert.match(await streamed.text(), /data: \[DONE\]/);
-    assert.equal((await fetch(`${a.url}/instance/${instance.instanceId}`, { method: 'DELETE' })).status, 200);
+    assert.equal((await fetch(`${a.url}/instance/${instance.instanceId}`, { method: 'DELETE', headers: { 'x-shoal-client': 'test' } })).status, 200);
   });
 
   test('replicas on both nodes; when one node dies, requests go to the survivor', async () => {

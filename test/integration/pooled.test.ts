@@ -122,7 +122,7 @@ describe('a pooled split over two budgeted nodes', { skip, timeout: 600_000 }, (
     });
     const reader = streaming.body!.getReader();
     let text = await firstToken(reader);
-    assert.equal((await fetch(`${free.url}/instance/${single.instanceId}`, { method: 'DELETE' })).status, 200);
+    assert.equal((await fetch(`${free.url}/instance/${single.instanceId}`, { method: 'DELETE', headers: { 'x-shoal-client': 'test' } })).status, 200);
     const deletedAt = performance.now();
     text += await rest(reader);
     assert.match(text, /"error"/, `the open stream ends with an error: ${text.slice(-300)}`);

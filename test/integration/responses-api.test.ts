@@ -89,7 +89,9 @@ describe('Responses API on a real node', () => {
   let client: OpenAI;
 
   before(async () => {
-    node = await startTestNode({ args: ['--default-model', MODEL] });
+    // In-process: the forced call below fits its 64 tokens under node-llama-cpp's compact JSON grammar;
+    // llama-server's own grammar allows whitespace, which the random-weight model spends the budget on.
+    node = await startTestNode({ args: ['--default-model', MODEL, '--engine', 'llama_cpp'] });
     client = clientFor(node);
   });
 

@@ -25,14 +25,15 @@ export function ensureDashboardBuilt(): void {
   if (result.status !== 0) throw new Error(`building the dashboard failed (exit ${result.status}): run 'npm run build'`);
 }
 
-export async function launchBrowser(): Promise<Browser> {
+/** `extraArgs`: more Chromium switches (a test maps a foreign host name to loopback with `--host-resolver-rules`). */
+export async function launchBrowser(extraArgs: string[] = []): Promise<Browser> {
   if (!existsSync(CHROMIUM_PATH)) {
     throw new Error(`no Chromium at ${CHROMIUM_PATH}: install Debian's package (apt-get install chromium) or set SHOAL_CHROMIUM`);
   }
   return chromium.launch({
     executablePath: CHROMIUM_PATH,
     // Root in a container cannot use Chromium's sandbox; the rest keeps the browser off the network.
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', ...extraArgs],
   });
 }
 

@@ -162,6 +162,26 @@ export function runnerComplianceSuite(name: string, makeRunner: (options: Compli
         assert.equal(completionTokens(await collect(runner, 4)), 4);
       }));
 
+    test('a task too deep to serialize ends with a ShoalError or an answer, and gives its slot back', () =>
+      withRunner({ slots: 1 }, async (runner) => {
+        await runner.whenReady();
+        // Nested past what JSON.stringify can recurse through: an engine that hands tasks over as
+        // JSON throws mid-send; one that never serializes the schema may answer.
+        let parameters: Record<string, unknown> = { type: 'string' };
+        for (let level = 0; level < 20_000; level += 1) parameters = { type: 'array', items: parameters };
+        const task: InferenceTask = { ...generate(4), tools: [{ name: 'deep', parameters }] };
+        for (let attempt = 0; attempt < 2; attempt += 1) {
+          try {
+            for await (const event of runner.run(task, new AbortController().signal)) void event;
+          } catch (error) {
+            assert.ok(error instanceof ShoalError, `expected a ShoalError, got ${String(error)}`);
+          }
+        }
+        assert.deepEqual({ inFlight: runner.status().inFlight, queued: runner.status().queued }, { inFlight: 0, queued: 0 });
+        // One slot: a leaked one would leave this request queued forever.
+        assert.equal(completionTokens(await collect(runner, 4)), 4);
+      }));
+
     test('as many concurrent requests as slots all run at once and complete', () =>
       withRunner({ slots: 2 }, async (runner) => {
         await runner.whenReady();

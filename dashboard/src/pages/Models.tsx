@@ -3,6 +3,7 @@
 
 import { useCallback, useEffect, useRef, useState, type ReactNode } from 'react';
 import { errorMessage } from '../../../src/common/errors.js';
+import { CARD_KV_CACHE_TYPES, FLASH_ATTENTION_MODES } from '../../../src/models/cards/runtime-knobs.js';
 import { api, ApiError } from '../api.js';
 import { Empty, ErrorBox, ProgressBar, StateBadge } from '../components/Bits.js';
 import { ActionButton, ConfirmButton, Modal, useAction } from '../components/Modal.js';
@@ -48,10 +49,19 @@ function PlanPreview({ plan }: { plan: PlanView }): ReactNode {
       <div className="plan-head">
         <span className="tag">{SHAPE_WORDS[plan.shape] ?? plan.shape}</span>
         <span>
-          Predicted <strong data-predicted>{formatNumber(plan.predictedDecodeTokPerS)} tokens/s</strong> per request
+          {plan.predictedDecodeTokPerS === null ? (
+            <span data-predicted="none">No speed prediction for this placement</span>
+          ) : (
+            <>
+              Predicted <strong data-predicted>{formatNumber(plan.predictedDecodeTokPerS)} tokens/s</strong> per request
+            </>
+          )}
+        </span>
+        <span data-plan-slots={plan.parallel}>
+          <strong>{plan.parallel}</strong> {plan.parallel === 1 ? 'slot' : 'slots'} <span className="muted">({SIZING_WORDS[plan.sizing.parallel]})</span>
         </span>
         <span className="muted">
-          context {plan.contextTokens} tokens (ceiling {plan.contextCeiling})
+          context {plan.contextTokens} tokens per slot ({SIZING_WORDS[plan.sizing.contextTokens]}, ceiling {plan.contextCeiling}) · KV cache {plan.kvCacheType} · flash attention {plan.flashAttention}
         </span>
       </div>
       <table className="table">
@@ -101,10 +111,16 @@ function PlanPreview({ plan }: { plan: PlanView }): ReactNode {
   );
 }
 
+const SIZING_WORDS: Record<string, string> = { request: 'as asked', card: 'from the card', default: 'default', 'memory fit': 'what fits' };
+
 interface LaunchOptions {
   replicas: string;
   minNodes: string;
+  parallel: string;
   contextTokens: string;
+  /** '' keeps the card's choice. */
+  kvCacheType: string;
+  flashAttention: string;
   exclude: string[];
 }
 
@@ -113,7 +129,10 @@ function launchBody(model: string, options: LaunchOptions, dryRun: boolean): Rec
   const int = (s: string): number | null => (/^\d+$/.test(s.trim()) ? Number(s.trim()) : null);
   if (int(options.replicas) !== null) body.replicas = int(options.replicas);
   if (int(options.minNodes) !== null) body.min_nodes = int(options.minNodes);
+  if (int(options.parallel) !== null) body.parallel = int(options.parallel);
   if (int(options.contextTokens) !== null) body.context_tokens = int(options.contextTokens);
+  if (options.kvCacheType !== '') body.kv_cache_type = options.kvCacheType;
+  if (options.flashAttention !== '') body.flash_attention = options.flashAttention;
   if (options.exclude.length > 0) body.exclude = options.exclude;
   return body;
 }
@@ -121,7 +140,7 @@ function launchBody(model: string, options: LaunchOptions, dryRun: boolean): Rec
 function LaunchDialog({ model, onClose }: { model: ModelView; onClose: () => void }): ReactNode {
   const { state, refresh } = useLive();
   const notify = useNotify();
-  const [options, setOptions] = useState<LaunchOptions>({ replicas: '', minNodes: '', contextTokens: '', exclude: [] });
+  const [options, setOptions] = useState<LaunchOptions>({ replicas: '', minNodes: '', parallel: '', contextTokens: '', kvCacheType: '', flashAttention: '', exclude: [] });
   const [plan, setPlan] = useState<PlanView | null>(null);
   const [failure, setFailure] = useState<PlacementErrorView | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -199,6 +218,32 @@ function LaunchDialog({ model, onClose }: { model: ModelView; onClose: () => voi
           Context tokens
           <input inputMode="numeric" placeholder="card default" value={options.contextTokens} onChange={(e) => set({ contextTokens: e.target.value })} />
         </label>
+        <label>
+          Slots
+          <input name="parallel" inputMode="numeric" placeholder="what fits, up to 16" value={options.parallel} onChange={(e) => set({ parallel: e.target.value })} />
+        </label>
+        <label>
+          KV cache
+          <select name="kv-cache-type" value={options.kvCacheType} onChange={(e) => set({ kvCacheType: e.target.value })}>
+            <option value="">card default</option>
+            {CARD_KV_CACHE_TYPES.map((t) => (
+              <option key={t} value={t}>
+                {t}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Flash attention
+          <select name="flash-attention" value={options.flashAttention} onChange={(e) => set({ flashAttention: e.target.value })}>
+            <option value="">card default</option>
+            {FLASH_ATTENTION_MODES.map((m) => (
+              <option key={m} value={m}>
+                {m}
+              </option>
+            ))}
+          </select>
+        </label>
       </div>
       {members.length > 1 && (
         <fieldset className="exclude">
@@ -262,7 +307,7 @@ function Instances(): ReactNode {
               <strong>{inst.modelId}</strong>
               <span className="tag">{SHAPE_WORDS[inst.shape] ?? inst.shape}</span>
               <span className="muted small">
-                ~{formatNumber(inst.predictedDecodeTokPerS)} tokens/s · context {inst.contextTokens} · {inst.parallel} parallel
+                {inst.predictedDecodeTokPerS > 0 ? `~${formatNumber(inst.predictedDecodeTokPerS)} tokens/s · ` : ''}context {inst.contextTokens} · {inst.parallel} parallel
               </span>
             </div>
             <ul className="runners">

@@ -4,7 +4,7 @@ import type { InferenceTask, TaskEvent } from '../../wire/task.js';
 import type { Dispatcher } from '../dispatch.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import type { FamilyOptions } from '../family.js';
-import { clientAbortSignal, SSE_HEADERS, startTask, type StartedTask } from '../stream.js';
+import { clientAbortSignal, SSE_HEADERS, startTask, writeCoalesced, type StartedTask } from '../stream.js';
 import { parseBody } from '../validation.js';
 import { toAnthropicError } from './errors.js';
 import { countRequestToTask, messagesRequestToTask } from './normalize.js';
@@ -75,7 +75,7 @@ async function respond(dispatcher: Dispatcher, task: InferenceTask, stream: bool
     }
     reply.hijack();
     reply.raw.writeHead(200, SSE_HEADERS);
-    const write = (events: StreamEvent[]): void => void reply.raw.write(events.map(sseFrame).join(''));
+    const write = (events: StreamEvent[]): void => writeCoalesced(reply.raw, events.map(sseFrame).join(''));
     write([messageStartEvent(meta, started.promptTokens)]);
     try {
       for (let next = await started.events.next(); !next.done; next = await started.events.next()) {

@@ -2,6 +2,7 @@
 // placement service fills this port (src/placement/control.ts), so the routes never import it.
 
 import { z } from 'zod';
+import { CARD_KV_CACHE_TYPES, CARD_MAX_PARALLEL, FLASH_ATTENTION_MODES } from '../../models/cards/card.js';
 import type { PlacementError } from '../../placement/errors.js';
 import type { Plan } from '../../placement/planner.js';
 
@@ -22,7 +23,10 @@ export const PlaceBody = z.strictObject({
   exclude: z.array(z.string().min(1).max(200)).max(MAX_EXCLUSIONS).optional(),
   min_nodes: z.number().int().min(1).max(16).optional(),
   context_tokens: z.number().int().min(1).max(1 << 21).optional(),
-  parallel: z.number().int().min(1).max(64).optional(),
+  /** Slots; absent: the card's, else as many as fit up to 16. */
+  parallel: z.number().int().min(1).max(CARD_MAX_PARALLEL).optional(),
+  kv_cache_type: z.enum(CARD_KV_CACHE_TYPES).optional(),
+  flash_attention: z.enum(FLASH_ATTENTION_MODES).optional(),
   dry_run: z.boolean().optional(),
 });
 export type PlaceBody = z.infer<typeof PlaceBody>;

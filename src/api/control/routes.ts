@@ -5,6 +5,7 @@ import { ShoalError } from '../../common/errors.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import { parseBody } from '../validation.js';
 import type { NodeControl } from './control.js';
+import { checkRequestOrigin } from './request-origin.js';
 import { controlErrorBody, controlStatus } from './errors.js';
 
 export interface ControlRoutesOptions {
@@ -20,16 +21,22 @@ export function isLoopback(address: string | undefined): boolean {
   return v4.startsWith('127.') || address === '::1';
 }
 
-/** Loopback callers pass; anyone else must present this start's admin token. */
+/**
+ * The admin token passes from anywhere (a browser never sends it on its own, and a header like
+ * Authorization makes the request one no page can send cross-origin unasked). Without it only
+ * loopback callers pass, and only with what a web page could not forge (request-origin.ts): a page
+ * the user visits runs on the same machine, so loopback alone proves nothing.
+ */
 export function checkAdmin(request: FastifyRequest, adminToken: string): void {
-  if (isLoopback(request.socket.remoteAddress)) return;
   const header = request.headers.authorization;
   const presented = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim())?.[1] : undefined;
   const expected = Buffer.from(adminToken);
   const given = Buffer.from(presented ?? '');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+  if (given.length === expected.length && timingSafeEqual(given, expected)) return;
+  if (!isLoopback(request.socket.remoteAddress)) {
     throw new ShoalError('UNAUTHORIZED', "control and model routes need this node's admin token from other machines: run 'shoal token' on the node and send it as 'Authorization: Bearer <token>'");
   }
+  checkRequestOrigin(request);
 }
 
 export function sendControlError(reply: FastifyReply, error: ShoalError, status?: number): FastifyReply {

@@ -4,8 +4,9 @@ import { shoalVersion } from '../../common/version.js';
 import type { EmbeddingTask, FinishReason, InferenceTask, Usage } from '../../wire/task.js';
 import type { Dispatcher, ModelListing } from '../dispatch.js';
 import { fromFastifyError } from '../fastify-errors.js';
+import { checkJsonDepth } from '../json-body.js';
 import type { FamilyOptions } from '../family.js';
-import { clientAbortSignal, startTask, type StartedTask } from '../stream.js';
+import { clientAbortSignal, startTask, writeCoalesced, type StartedTask } from '../stream.js';
 import { parseBody } from '../validation.js';
 import { toOllamaError } from './errors.js';
 import { chatRequestToTask, embedInputs, embedTask, generateRequestToTask, resolveModelName, wantsThinking, type TargetModel } from './normalize.js';
@@ -54,6 +55,7 @@ export async function ollamaRoutes(app: FastifyInstance, options: FamilyOptions)
   app.removeContentTypeParser('text/plain');
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
     try {
+      checkJsonDepth(body as string);
       done(null, JSON.parse(body as string));
     } catch (error) {
       done(Object.assign(error as Error, { statusCode: 400 }), undefined);
@@ -211,7 +213,7 @@ async function respond(dispatcher: Dispatcher, task: InferenceTask, shape: Answe
 
   reply.hijack();
   reply.raw.writeHead(200, NDJSON_HEADERS);
-  const write = (payload: object): void => void reply.raw.write(ndjsonLine(payload));
+  const write = (payload: object): void => writeCoalesced(reply.raw, ndjsonLine(payload));
   try {
     const end = await readAnswer(started, options.thinking, topLogprobs, (part) => write(shape.chunk(options.name, new Date().toISOString(), part)));
     if (end.toolCalls.length > 0) write(shape.chunk(options.name, new Date().toISOString(), { content: '', toolCalls: end.toolCalls }));

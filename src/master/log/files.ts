@@ -6,6 +6,10 @@ import { open } from 'node:fs/promises';
 import { writeFileAtomic } from '../../common/durable-fs.js';
 import { ShoalError } from '../../common/errors.js';
 
+/** The log records every decision of the cluster: only the node's own user may read it. */
+export const LOG_FILE_MODE = 0o600;
+export const LOG_DIR_MODE = 0o700;
+
 /** Indexes in file names are zero-padded to 20 digits, so names sort in idx order. */
 export function padIdx(idx: number): string {
   return String(idx).padStart(20, '0');
@@ -25,7 +29,7 @@ export function logCorrupt(dir: string, file: string, offset: string, detail: st
 }
 
 export async function writeFileSynced(path: string, bytes: Uint8Array): Promise<void> {
-  const fh = await open(path, 'w');
+  const fh = await open(path, 'w', LOG_FILE_MODE);
   try {
     let written = 0;
     while (written < bytes.length) {
@@ -40,5 +44,5 @@ export async function writeFileSynced(path: string, bytes: Uint8Array): Promise<
 
 /** Writes `name` in `dir` atomically, through a `<name>.tmp` that the log's recovery sweeps. */
 export function writeAtomic(dir: string, name: string, bytes: Uint8Array): Promise<void> {
-  return writeFileAtomic(join(dir, name), bytes, { tempPath: join(dir, `${name}.tmp`) });
+  return writeFileAtomic(join(dir, name), bytes, { tempPath: join(dir, `${name}.tmp`), mode: LOG_FILE_MODE });
 }

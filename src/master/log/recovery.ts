@@ -5,7 +5,7 @@ import { mkdir, open, readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fsyncDir } from '../../common/durable-fs.js';
 import { decodeRecords } from './codec.js';
-import { logCorrupt } from './files.js';
+import { LOG_DIR_MODE, LOG_FILE_MODE, logCorrupt } from './files.js';
 import { isRecordLike, makeActive, readSegmentBytes, SEGMENT_NAME, segmentFile, type Active, type Segment } from './segments.js';
 import { SNAPSHOT_NAME } from './snapshot-file.js';
 import type { LogRecordBase, LogStoreLogger, RecoveryReport } from './types.js';
@@ -21,7 +21,7 @@ export interface Recovered<R> {
 }
 
 export async function recoverLog<R extends LogRecordBase>(dir: string, log: LogStoreLogger): Promise<Recovered<R>> {
-  await mkdir(dir, { recursive: true });
+  await mkdir(dir, { recursive: true, mode: LOG_DIR_MODE });
   const recovery: RecoveryReport = { segments: 0, records: 0, truncated: null, removedFiles: [] };
 
   const names = await readdir(dir);
@@ -96,7 +96,7 @@ export async function recoverLog<R extends LogRecordBase>(dir: string, log: LogS
     // A fresh log continues after the newest snapshot, if there is one.
     const seg: Segment = { firstIdx: (snapshotIdxs.at(-1) ?? 0) + 1, count: 0, bytes: 0, compressed: false };
     segments.push(seg);
-    const fh = await open(join(dir, segmentFile(seg)), 'w+');
+    const fh = await open(join(dir, segmentFile(seg)), 'w+', LOG_FILE_MODE);
     await fsyncDir(dir);
     active = { seg, fh, offsets: [] };
   } else {

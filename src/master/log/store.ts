@@ -7,7 +7,7 @@ import { fsyncDir } from '../../common/durable-fs.js';
 import { ShoalError, errorMessage } from '../../common/errors.js';
 import { decodeRecords, encodeRecord, FRAME_HEADER_BYTES, MAX_RECORD_BYTES } from './codec.js';
 import { compressSegment } from './compression.js';
-import { logCorrupt, writeFileSynced } from './files.js';
+import { LOG_FILE_MODE, logCorrupt, writeFileSynced } from './files.js';
 import { LogHealthTracker, type DegradedSource } from './health.js';
 import { RwLock } from './lock.js';
 import { recoverLog, type Recovered } from './recovery.js';
@@ -465,7 +465,7 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
   private async rotate(): Promise<void> {
     await this.lock.exclusive(async () => {
       const seg: Segment = { firstIdx: this.lastIdx() + 1, count: 0, bytes: 0, compressed: false };
-      const fh = await open(join(this.dir, segmentFile(seg)), 'w+');
+      const fh = await open(join(this.dir, segmentFile(seg)), 'w+', LOG_FILE_MODE);
       try {
         await fsyncDir(this.dir);
       } catch (error) {
@@ -567,7 +567,7 @@ export class LogStore<R extends LogRecordBase = LogRecordBase, S = unknown> impl
       }
       this.cache = null;
       const seg: Segment = { firstIdx: idx + 1, count: 0, bytes: 0, compressed: false };
-      const fh = await open(join(this.dir, segmentFile(seg)), 'w+');
+      const fh = await open(join(this.dir, segmentFile(seg)), 'w+', LOG_FILE_MODE);
       this.segments.push(seg);
       this.active = { seg, fh, offsets: [] };
       this.last = null;

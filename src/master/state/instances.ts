@@ -37,6 +37,8 @@ export const InstanceSpec = z.strictObject({
   contextTokens: z.number().int().min(1),
   parallel: z.number().int().min(1),
   kvCacheType: z.enum(['f32', 'f16', 'bf16', 'q8_0', 'q4_0']),
+  /** Flash attention for the engines; absent (instances placed before the knob) means auto. */
+  flashAttention: z.enum(['auto', 'on', 'off']).optional(),
   capabilities: z.array(ModelCapability).max(4),
   exclusions: z.array(NodeId).max(256),
   replicas: z.number().int().min(1),

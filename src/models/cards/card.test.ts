@@ -41,8 +41,13 @@ test('a minimal card gets empty preference and default runtime', () => {
     'y.toml',
   );
   assert.deepEqual(card.backend_preference, []);
-  assert.deepEqual(card.runtime, { parallel: 1, min_nodes: 1 });
+  assert.deepEqual(card.runtime, { min_nodes: 1 });
   assert.equal(card.runtime.context_size, undefined);
+});
+
+test('the memory knobs parse onto runtime', () => {
+  const card = parseCard(VALID.replace('parallel = 4', 'parallel = 4\nkv_cache_type = "q4_0"\nflash_attention = "on"'), '/cards/llama.toml');
+  assert.deepEqual(card.runtime, { context_size: 8192, parallel: 4, min_nodes: 1, kv_cache_type: 'q4_0', flash_attention: 'on' });
 });
 
 test('a relative file source is resolved against the card directory; an absolute one is kept', () => {
@@ -69,6 +74,8 @@ test('errors name the file and the field', () => {
     { what: 'escaping file path', edit: (t) => t.replace('llama-3b.Q4_K_M.gguf', '../x.gguf'), field: 'source.file', message: /path inside the repo/ },
     { what: 'unknown source kind', edit: (t) => t.replace('kind = "huggingface"', 'kind = "s3"'), field: 'source.kind', message: /./ },
     { what: 'min_nodes without a split engine', edit: (t) => t.replace('"rpc-cuda"]', '"llama_cpp-cuda"]').replace('parallel = 4', 'parallel = 4\nmin_nodes = 2'), field: 'runtime.min_nodes', message: /llama_server-\* and an rpc-\*/ },
+    { what: 'unknown kv cache type', edit: (t) => t.replace('parallel = 4', 'parallel = 4\nkv_cache_type = "q5_1"'), field: 'runtime.kv_cache_type', message: /./ },
+    { what: 'quantized KV without flash attention', edit: (t) => t.replace('parallel = 4', 'parallel = 4\nkv_cache_type = "q8_0"\nflash_attention = "off"'), field: 'runtime.kv_cache_type', message: /flash attention/ },
   ];
   for (const c of cases) {
     const text = c.edit(VALID);

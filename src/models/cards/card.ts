@@ -6,6 +6,9 @@
 import { z } from 'zod';
 import { ModelId } from '../../common/ids.js';
 import { BUILTIN_MODEL_SPECS } from '../generate/builtin.js';
+import { CARD_KV_CACHE_TYPES, FLASH_ATTENTION_MODES } from './runtime-knobs.js';
+
+export { CARD_KV_CACHE_TYPES, FLASH_ATTENTION_MODES, type CardKvCacheType, type FlashAttentionMode } from './runtime-knobs.js';
 
 /** Engines a backend tag can name; the same set the node advertises (`<engine>-<compute>`). */
 export const CARD_ENGINES = ['llama_cpp', 'llama_server', 'rpc'] as const;
@@ -73,10 +76,14 @@ export type CardCapabilities = z.infer<typeof CardCapabilities>;
 export const CardRuntime = z.strictObject({
   /** Tokens of context per sequence to admit; absent means the planner's default (planner.ts). */
   context_size: z.number().int().min(1).max(CARD_MAX_CONTEXT_TOKENS).optional(),
-  /** Sequences served at once, each with its own context_size window. */
-  parallel: z.number().int().min(1).max(CARD_MAX_PARALLEL).default(1),
+  /** Sequences (slots) served at once, each with its own context_size window; absent means as many as fit, up to planner.ts's default. */
+  parallel: z.number().int().min(1).max(CARD_MAX_PARALLEL).optional(),
   /** Fewest nodes to spread one copy over; above 1 forces a pooled split. */
   min_nodes: z.number().int().min(1).max(CARD_MAX_MIN_NODES).default(1),
+  /** KV cache element type; absent means f16. */
+  kv_cache_type: z.enum(CARD_KV_CACHE_TYPES).optional(),
+  /** Flash attention; absent means auto. */
+  flash_attention: z.enum(FLASH_ATTENTION_MODES).optional(),
 });
 export type CardRuntime = z.infer<typeof CardRuntime>;
 
@@ -100,7 +107,7 @@ export const ModelCard = z
     compatible_backends: unique(BackendTagSchema, 'compatible_backends').min(1, 'a card needs at least one compatible backend'),
     /** Soft order among the compatible backends, most wanted first; unlisted ones rank after. */
     backend_preference: unique(BackendTagSchema, 'backend_preference').default([]),
-    runtime: CardRuntime.default({ parallel: 1, min_nodes: 1 }),
+    runtime: CardRuntime.default({ min_nodes: 1 }),
   })
   .superRefine((card, ctx) => {
     card.backend_preference.forEach((tag, i) => {
@@ -116,6 +123,10 @@ export const ModelCard = z
         path: ['runtime', 'min_nodes'],
         message: 'min_nodes above 1 needs a llama_server-* and an rpc-* backend in compatible_backends',
       });
+    }
+    const quantizedKv = card.runtime.kv_cache_type !== undefined && card.runtime.kv_cache_type !== 'f16';
+    if (quantizedKv && card.runtime.flash_attention === 'off') {
+      ctx.addIssue({ code: 'custom', path: ['runtime', 'kv_cache_type'], message: `llama.cpp quantizes the V cache only with flash attention: use kv_cache_type = "f16" or flash_attention = "auto" / "on"` });
     }
   });
 export type ModelCard = z.infer<typeof ModelCard>;

@@ -20,9 +20,10 @@ const TINY_BACKENDS = [
   'llama_server-vulkan',
   'llama_server-metal',
 ];
-// In-process CPU first: for a model this small, launching a server or moving it to a GPU costs more
-// than the whole decode (docs/STACK-NOTES.md: ~2000 tok/s on one CPU thread).
-const TINY_PREFERENCE = ['llama_cpp-cpu', 'llama_server-cpu'];
+// CPU first: for a model this small, moving it to a GPU costs more than the whole decode
+// (docs/STACK-NOTES.md: ~2000 tok/s on one CPU thread). llama-server before node-llama-cpp: on small
+// models the prebuilt node-llama-cpp decodes at a quarter of llama-server's speed on 2 threads.
+const TINY_PREFERENCE = ['llama_server-cpu', 'llama_cpp-cpu'];
 
 function builtinCard(id: string, name: string, capabilities: ModelCardInput['capabilities']): ModelCard {
   return ModelCard.parse({
@@ -35,7 +36,7 @@ function builtinCard(id: string, name: string, capabilities: ModelCardInput['cap
     capabilities,
     compatible_backends: TINY_BACKENDS,
     backend_preference: TINY_PREFERENCE,
-    runtime: { parallel: 1, min_nodes: 1 },
+    runtime: { min_nodes: 1 },
   } satisfies ModelCardInput);
 }
 

@@ -11,8 +11,11 @@ import type { FactsView } from '../views.js';
 export const GENERATED_CARD_MARKER = '# Written by `shoal models add`';
 export const FACTS_LINE = '# GGUF header:';
 
-/** Every engine and compute a hub GGUF can run on; rpc too, so a model too big for one node may be split. */
-export const HUB_BACKENDS = (['llama_cpp', 'llama_server', 'rpc'] as const).flatMap((engine) => CARD_COMPUTES.map((compute) => `${engine}-${compute}`));
+/**
+ * Every engine and compute a hub GGUF can run on; rpc too, so a model too big for one node may be split.
+ * llama_server first: with no preference on the card, placement takes the first the node offers.
+ */
+export const HUB_BACKENDS = (['llama_server', 'llama_cpp', 'rpc'] as const).flatMap((engine) => CARD_COMPUTES.map((compute) => `${engine}-${compute}`));
 
 /** Repo metadata a card's comments and defaults come from (best effort: all may be missing). */
 export interface RepoMeta {

@@ -108,7 +108,7 @@ export async function add(ctx: ModelsContext, parts: { downloads: Downloads; lis
     capabilities: { tools: fromTemplate.tools, reasoning: fromTemplate.reasoning, vision: false },
     compatible_backends: HUB_BACKENDS,
     backend_preference: [],
-    runtime: { parallel: 1, min_nodes: 1 },
+    runtime: { min_nodes: 1 },
   } satisfies ModelCardInput);
   const bytes = plan.files.reduce((s, f) => s + f.size, 0);
   const text = renderCard(card, addedCardComments({ endpoint, plan, requestedRevision, selector, bytes, meta, facts: onDisk?.facts ?? null }));

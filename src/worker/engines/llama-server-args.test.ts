@@ -14,6 +14,8 @@ const NEW_HELP = `
 --ui,  --webui, --no-ui, --no-webui     whether to enable the Web UI (default: enabled)
 --slots, --no-slots                     expose slots monitoring endpoint (default: enabled)
 --jinja, --no-jinja                     whether to use jinja template engine for chat (default: enabled)
+-fa,   --flash-attn [on|off|auto]       set Flash Attention use ('on', 'off', or 'auto', default: 'auto')
+-ctk,  --cache-type-k TYPE              KV cache data type for K
 `;
 
 // An older build: none of the optional flags, the web UI flag spelled the old way only.
@@ -21,10 +23,11 @@ const OLD_HELP = `
 -c,    --ctx-size N                     size of the prompt context
 --no-webui                              Disable the Web UI (default: enabled)
 --kv-unified-per-slot-something N       not the flag we look for
+-fa,   --flash-attn                     enable Flash Attention (default: disabled)
 `;
 
-const ALL: LlamaServerFeatures = { kvUnified: true, kvUnifiedPerSlot: true, noWebUiFlag: '--no-webui', cacheRam: true, fit: true, noSlots: true, jinja: true };
-const NONE: LlamaServerFeatures = { kvUnified: false, kvUnifiedPerSlot: false, noWebUiFlag: null, cacheRam: false, fit: false, noSlots: false, jinja: false };
+const ALL: LlamaServerFeatures = { kvUnified: true, kvUnifiedPerSlot: true, noWebUiFlag: '--no-webui', cacheRam: true, fit: true, noSlots: true, jinja: true, flashAttnModes: true };
+const NONE: LlamaServerFeatures = { kvUnified: false, kvUnifiedPerSlot: false, noWebUiFlag: null, cacheRam: false, fit: false, noSlots: false, jinja: false, flashAttnModes: false };
 
 test('features are read from --help, flag by flag', () => {
   assert.deepEqual(parseServerHelp(NEW_HELP), ALL);
@@ -39,10 +42,13 @@ const INPUT: ServerArgsInput = {
   contextTokens: 1024,
   parallel: 4,
   kvTokens: 2048,
+  httpThreads: 10,
   gpuLayers: 0,
   rpcServers: [],
   tensorSplit: null,
   embeddings: false,
+  kvCacheType: 'f16',
+  flashAttention: 'auto',
 };
 
 function flag(args: string[], name: string): string | undefined {
@@ -57,6 +63,7 @@ test('the command line: loopback, explicit threads, slots sharing one KV budget 
   assert.equal(flag(args, '-t'), '2');
   assert.equal(flag(args, '-tb'), '2');
   assert.equal(flag(args, '--parallel'), '4');
+  assert.equal(flag(args, '--threads-http'), '10');
   assert.equal(flag(args, '-c'), '2048');
   assert.ok(args.includes('--kv-unified'));
   assert.equal(flag(args, '--kv-unified-per-slot'), '1024');
@@ -67,6 +74,19 @@ test('the command line: loopback, explicit threads, slots sharing one KV budget 
   for (const f of ['--rpc', '--tensor-split', '--embeddings']) assert.ok(!args.includes(f), f);
   // The API key is never on the command line, which every local user can read.
   assert.ok(!args.some((a) => /api-key/.test(a)));
+});
+
+test('the KV cache type and flash attention reach the command line as placement counted them', () => {
+  const args = llamaServerArgs({ ...INPUT, kvCacheType: 'q8_0', flashAttention: 'on' }, ALL);
+  assert.equal(flag(args, '-ctk'), 'q8_0');
+  assert.equal(flag(args, '-ctv'), 'q8_0');
+  assert.equal(flag(args, '-fa'), 'on');
+  assert.equal(flag(llamaServerArgs(INPUT, ALL), '-fa'), 'auto');
+  assert.equal(flag(llamaServerArgs({ ...INPUT, flashAttention: 'off' }, ALL), '-fa'), 'off');
+  // An older build's bare switch: on is `-fa`, auto and off are its default (off).
+  assert.ok(llamaServerArgs({ ...INPUT, flashAttention: 'on' }, NONE).includes('-fa'));
+  assert.ok(!llamaServerArgs({ ...INPUT, flashAttention: 'auto' }, NONE).includes('-fa'));
+  assert.equal(flag(llamaServerArgs(INPUT, NONE), '-ctk'), 'f16');
 });
 
 test('flags the build lacks are left out', () => {

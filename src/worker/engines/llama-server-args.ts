@@ -3,6 +3,7 @@
 
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import type { CardKvCacheType, FlashAttentionMode } from '../../models/cards/card.js';
 
 const run = promisify(execFile);
 const HELP_TIMEOUT_MS = 15_000;
@@ -22,6 +23,8 @@ export interface LlamaServerFeatures {
   noSlots: boolean;
   /** `--jinja`: the template engine that renders tools and reasoning. */
   jinja: boolean;
+  /** `-fa on|off|auto` (newer); older builds take a bare `-fa` that turns it on. */
+  flashAttnModes: boolean;
 }
 
 /** Reads the features a build supports from its `--help` text. */
@@ -35,6 +38,7 @@ export function parseServerHelp(help: string): LlamaServerFeatures {
     fit: has('--fit'),
     noSlots: has('--no-slots'),
     jinja: has('--jinja'),
+    flashAttnModes: /--flash-attn \[on\|off\|auto\]/.test(help),
   };
 }
 
@@ -72,11 +76,20 @@ export interface ServerArgsInput {
   parallel: number;
   /** Tokens of the KV cache shared by all slots (`-c`). */
   kvTokens: number;
+  /**
+   * HTTP threads (`--threads-http`). cpp-httplib serves each kept-alive connection on one thread
+   * until it closes, so there must be one for every connection the node's client may hold open
+   * (llama-server's own default, slots + 2, is fewer than a client that keeps connections alive).
+   */
+  httpThreads: number;
   /** Layers on devices (GPUs, RPC donors); the rest stay on this process's CPU. */
   gpuLayers: number;
   rpcServers: readonly string[];
   tensorSplit: string | null;
   embeddings: boolean;
+  /** K and V cache element type (`-ctk`, `-ctv`), as placement counted it. */
+  kvCacheType: CardKvCacheType | 'f32' | 'bf16';
+  flashAttention: FlashAttentionMode;
 }
 
 export function llamaServerArgs(input: ServerArgsInput, features: LlamaServerFeatures): string[] {
@@ -88,9 +101,14 @@ export function llamaServerArgs(input: ServerArgsInput, features: LlamaServerFea
     '-t', String(input.threads),
     '-tb', String(input.threads),
     '--parallel', String(input.parallel),
+    '--threads-http', String(input.httpThreads),
     '-c', String(input.kvTokens),
     '-ngl', String(input.gpuLayers),
+    '-ctk', input.kvCacheType,
+    '-ctv', input.kvCacheType,
   ];
+  if (features.flashAttnModes) args.push('-fa', input.flashAttention);
+  else if (input.flashAttention === 'on') args.push('-fa');
   if (features.kvUnified) args.push('--kv-unified');
   if (features.kvUnifiedPerSlot) args.push('--kv-unified-per-slot', String(input.contextTokens));
   if (input.rpcServers.length > 0) args.push('--rpc', input.rpcServers.join(','));

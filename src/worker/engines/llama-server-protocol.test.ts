@@ -156,14 +156,14 @@ test('a count body renders tools like the generation would', () => {
 // ---------------------------------------------------------------------------------------------
 // SSE
 
-test('SSE: payloads split anywhere, comments skipped, multi-line data joined, an unterminated event flushed', () => {
-  const stream = ': ping\n\ndata: {"a":1}\n\ndata: first\r\ndata: second\n\ndata: [DONE]\n\ndata: tail';
+test('SSE: payloads split at any byte, comments and other fields skipped, multi-line data joined, an unterminated event flushed', () => {
+  const stream = Buffer.from(': ping\n\nevent: x\ndata: {"a":"žluť 🦀"}\n\ndata: first\r\ndata: second\n\ndata\ndata:\n\ndatum: no\ndata: [DONE]\n\ndata: tail');
   for (const size of [1, 2, 3, 7, stream.length]) {
     const decoder = new SseDecoder();
     const out: string[] = [];
-    for (let i = 0; i < stream.length; i += size) out.push(...decoder.push(stream.slice(i, i + size)));
+    for (let i = 0; i < stream.length; i += size) out.push(...decoder.push(stream.subarray(i, i + size)));
     out.push(...decoder.flush());
-    assert.deepEqual(out, ['{"a":1}', 'first\nsecond', '[DONE]', 'tail'], `chunks of ${size}`);
+    assert.deepEqual(out, ['{"a":"žluť 🦀"}', 'first\nsecond', '\n', '[DONE]', 'tail'], `chunks of ${size}`);
   }
 });
 

@@ -200,45 +200,61 @@ function namedToolMissing(choice: ToolChoice): ShoalError {
 // ---------------------------------------------------------------------------------------------
 // Server-sent events
 
-/** Splits a text/event-stream into the `data:` payloads of its events. */
+const LF = 0x0a;
+const CR = 0x0d;
+const COLON = 0x3a;
+const SPACE = 0x20;
+const DATA = Buffer.from('data');
+
+/**
+ * Splits a text/event-stream into the `data:` payloads of its events, straight from the socket's
+ * bytes: lines are found as bytes (a UTF-8 character never contains LF, so a chunk split inside one
+ * is safe) and only payloads are decoded, one string each.
+ */
 export class SseDecoder {
-  private buffer = '';
+  /** The bytes after the last LF, until the line's end arrives. */
+  private rest: Buffer | null = null;
   private data: string[] = [];
 
-  push(chunk: string): string[] {
-    this.buffer += chunk;
+  push(chunk: Buffer): string[] {
+    const buffer = this.rest === null ? chunk : Buffer.concat([this.rest, chunk]);
     const out: string[] = [];
-    let newline = this.buffer.indexOf('\n');
-    while (newline >= 0) {
-      const line = this.buffer.slice(0, newline).replace(/\r$/, '');
-      this.buffer = this.buffer.slice(newline + 1);
-      this.line(line, out);
-      newline = this.buffer.indexOf('\n');
+    let start = 0;
+    for (let newline = buffer.indexOf(LF, start); newline >= 0; newline = buffer.indexOf(LF, start)) {
+      this.line(buffer, start, newline, out);
+      start = newline + 1;
     }
+    this.rest = start < buffer.length ? buffer.subarray(start) : null;
     return out;
   }
 
   /** The stream ended: an event without its blank line still counts. */
   flush(): string[] {
     const out: string[] = [];
-    if (this.buffer !== '') this.line(this.buffer.replace(/\r$/, ''), out);
-    this.buffer = '';
-    this.line('', out);
+    if (this.rest !== null) this.line(this.rest, 0, this.rest.length, out);
+    this.rest = null;
+    this.line(Buffer.alloc(0), 0, 0, out);
     return out;
   }
 
-  private line(line: string, out: string[]): void {
-    if (line === '') {
-      if (this.data.length > 0) out.push(this.data.join('\n'));
+  private line(buffer: Buffer, start: number, end: number, out: string[]): void {
+    if (end > start && buffer[end - 1] === CR) end -= 1;
+    if (end === start) {
+      if (this.data.length > 0) out.push(this.data.length === 1 ? this.data[0]! : this.data.join('\n'));
       this.data = [];
       return;
     }
-    if (line.startsWith(':')) return; // a comment (llama-server's keep-alive ping)
-    const colon = line.indexOf(':');
-    const field = colon < 0 ? line : line.slice(0, colon);
-    let value = colon < 0 ? '' : line.slice(colon + 1);
-    if (value.startsWith(' ')) value = value.slice(1);
-    if (field === 'data') this.data.push(value);
+    if (buffer[start] === COLON) return; // a comment (llama-server's keep-alive ping)
+    // Only `data` matters here; other fields (event, id, retry) are skipped.
+    const fieldEnd = start + DATA.length;
+    if (fieldEnd > end || buffer.compare(DATA, 0, DATA.length, start, fieldEnd) !== 0) return;
+    if (fieldEnd === end) {
+      this.data.push('');
+      return;
+    }
+    if (buffer[fieldEnd] !== COLON) return;
+    const valueStart = buffer[fieldEnd + 1] === SPACE ? fieldEnd + 2 : fieldEnd + 1;
+    this.data.push(buffer.toString('utf8', Math.min(valueStart, end), end));
   }
 }
 
@@ -264,6 +280,25 @@ export function serverError(status: number | null, body: unknown): ShoalError {
   const code: ErrorCode = (type !== undefined ? ERROR_TYPES[type] : undefined) ?? (status === 503 ? 'MODEL_LOADING' : status !== null && status >= 400 && status < 500 ? 'BAD_REQUEST' : 'INTERNAL');
   const param = code === 'BAD_REQUEST' && /schema|grammar/i.test(message) ? 'schema' : null;
   return new ShoalError(code, `llama-server refused the request${status !== null ? ` (HTTP ${status})` : ''}: ${message}`, { param });
+}
+
+const ContextExceeded = z.object({ error: z.object({ type: z.literal('exceed_context_size_error'), n_prompt_tokens: z.number().int(), n_ctx: z.number().int() }).loose() });
+
+/** The sizes in llama-server's refusal of a prompt that does not fit its slot; null for any other answer. */
+export function contextExceeded(body: unknown): { promptTokens: number; contextTokens: number } | null {
+  const parsed = ContextExceeded.safeParse(body);
+  return parsed.success ? { promptTokens: parsed.data.error.n_prompt_tokens, contextTokens: parsed.data.error.n_ctx } : null;
+}
+
+const PromptProgress = z.object({ prompt_progress: z.object({ total: z.number().int().nonnegative() }).loose() });
+
+/**
+ * The prompt's token count from a stream chunk of a request sent with `return_progress`: the
+ * server's first chunk reports prompt progress, before any generated text. Null for other chunks.
+ */
+export function promptProgressTotal(chunk: unknown): number | null {
+  const parsed = PromptProgress.safeParse(chunk);
+  return parsed.success ? parsed.data.prompt_progress.total : null;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { gguf } from '@huggingface/gguf';
 import { AsyncQueue } from '../../common/async-queue.js';
-import { ShoalError, errorMessage } from '../../common/errors.js';
+import { ShoalError } from '../../common/errors.js';
 import { formatPath } from '../../common/format-path.js';
 import type { Logger } from '../../common/log.js';
 import { RunnerTask, type CountTask, type EmbeddingTask, type InferenceTask, type TaskEvent } from '../../wire/task.js';
@@ -15,12 +15,15 @@ import type { ModelFacts } from '../runner/protocol.js';
 import { DEFAULT_CRASH_LOOP, withOverrides } from '../crash-loop.js';
 import type { InstanceRunner, RunnerStatus } from '../runner-contract.js';
 import { unitLength } from '../runner/vectors.js';
-import { ALL_LAYERS, llamaServerArgs, probeServerFeatures } from './llama-server-args.js';
+import { ALL_LAYERS, llamaServerArgs, probeServerFeatures, type ServerArgsInput } from './llama-server-args.js';
+import { describeSocketError, LoopbackHttp, readBody, readJson } from './loopback-http.js';
 import {
   chatCountBody,
   chatRequestBody,
   completionRequestBody,
+  contextExceeded,
   countTaskChoice,
+  promptProgressTotal,
   serverError,
   SseDecoder,
   StreamTranslator,
@@ -57,6 +60,10 @@ export interface LlamaServerRunnerOptions {
   gpuLayers?: number;
   /** What `status().gpu` reports: the backend doing the work, or false for CPU. Default false. */
   gpu?: string | false;
+  /** KV cache element type (`-ctk`/`-ctv`). Default f16. */
+  kvCacheType?: ServerArgsInput['kvCacheType'];
+  /** Flash attention (`-fa`). Default auto. */
+  flashAttention?: ServerArgsInput['flashAttention'];
   /** Donors of a pooled split, `host:port` each (`--rpc`); on this node these are tunnel ends on loopback. */
   rpcServers?: string[];
   /** Share of the model per device, local devices first then the RPC donors (`--tensor-split`, e.g. `1,1`). */
@@ -102,6 +109,16 @@ interface Request {
   detach: () => void;
 }
 
+interface StreamHooks {
+  /** The prompt's token count when known before sending; null when the stream's first chunk gives it. */
+  promptTokens: number | null;
+  /** Where a prompt too long for the context is reported (`messages` or `prompt`). */
+  param: string;
+  /** The prompt's size arrived with the stream (only when `promptTokens` was null), before any text. */
+  onStart: (promptTokens: number) => void;
+  onChunk: (chunk: unknown) => TaskEvent[];
+}
+
 /**
  * Spawn to ready for llama-server: longer than the node-llama-cpp child's 120 s because a pooled
  * driver also sends its layers to the RPC donors, over the network, before it serves.
@@ -111,6 +128,10 @@ const LLAMA_SERVER_LOAD_TIMEOUT_MS = 180_000;
 const CONNECTION_LOSS_SETTLE_MS = 2000;
 /** Tokenize calls in flight per embedding request. */
 const EMBED_TOKENIZE_CONCURRENCY = 8;
+/** Connections to llama-server beyond one per slot, for the calls around generations (tokenize, count). */
+const CONNECTIONS_BEYOND_SLOTS = 4;
+/** llama-server HTTP threads beyond the node's connections, for a probe on a fresh connection while all are held. */
+const HTTP_THREADS_BEYOND_CONNECTIONS = 2;
 const FILE_TYPES: Record<number, string> = { 0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 7: 'Q8_0', 8: 'Q5_0', 9: 'Q5_1', 15: 'Q4_K_M', 17: 'Q5_K_M', 18: 'Q6_K', 32: 'BF16' };
 
 export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
@@ -119,7 +140,10 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
   private readonly requests = new Map<string, Request>();
   /** Loopback is reachable by every local user and any web page's fetch: the server demands this key. */
   private readonly apiKey = randomBytes(24).toString('hex');
+  private readonly http: LoopbackHttp;
   private readonly kvTokens: number;
+  /** Connections the node holds to the server at most: one per slot and a few for the calls around generations. */
+  private readonly connections: number;
   private facts: ServerFacts | null = null;
   /** Counts ready processes: a connection lost under one generation is explained by its exit. */
   private generation = 0;
@@ -132,6 +156,8 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
     if (!Number.isSafeInteger(this.kvTokens) || this.kvTokens < options.contextTokens) {
       throw new RangeError(`kvTokens (${this.kvTokens}) must be an integer of at least contextTokens (${options.contextTokens})`);
     }
+    this.connections = options.parallel + CONNECTIONS_BEYOND_SLOTS;
+    this.http = new LoopbackHttp({ maxSockets: this.connections, maxIdleSockets: this.connections, headers: { authorization: `Bearer ${this.apiKey}` } });
     this.reservations = new TokenReservations({
       budgetTokens: this.kvTokens,
       maxActive: options.parallel,
@@ -158,10 +184,13 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
             contextTokens: options.contextTokens,
             parallel: options.parallel,
             kvTokens: this.kvTokens,
+            httpThreads: this.connections + HTTP_THREADS_BEYOND_CONNECTIONS,
             gpuLayers: options.gpuLayers ?? ((options.rpcServers ?? []).length > 0 ? ALL_LAYERS : 0),
             rpcServers: options.rpcServers ?? [],
             tensorSplit: options.tensorSplit ?? null,
             embeddings: options.embeddings ?? false,
+            kvCacheType: options.kvCacheType ?? 'f16',
+            flashAttention: options.flashAttention ?? 'auto',
           },
           await probeServerFeatures(options.binaryPath),
         ),
@@ -237,6 +266,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
 
   async stop(): Promise<void> {
     await this.process.stop();
+    this.http.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -338,43 +368,56 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
     const signal = request.abort.signal;
     await this.process.whenReady(signal);
     const plan = toolPlan(task, this.facts!.templateSupportsTools);
-    let promptTokens: number;
-    let body: Record<string, unknown>;
+    const slotTokens = this.slotContextTokens();
     const isChat = task.prompt.kind === 'chat';
+    const param = isChat ? 'messages' : 'prompt';
+    const maxTokens = task.sampling.maxTokens;
+    // As in the llama_cpp engine, a token limit beyond the context is cut to what fits (the answer
+    // then ends with the length reason), so the reservation always fits one slot.
+    const nPredictFor = (promptTokens: number): number => Math.min(maxTokens ?? Infinity, slotTokens - promptTokens);
+    let promptTokens: number | null;
+    let body: Record<string, unknown>;
     if (task.prompt.kind === 'text') {
       const tokens = await this.tokenize(request, task.prompt.text);
       promptTokens = tokens.length;
       body = completionRequestBody(task, plan, tokens, 0);
     } else {
       body = chatRequestBody({ ...task, prompt: task.prompt }, plan, 0);
-      promptTokens = await this.countChat(request, body);
+      if (this.facts!.slotContextTokens === slotTokens && this.reservations.fitsNow(request.id, slotTokens)) {
+        // Counted alongside the generation: a whole slot is free, so it is reserved for now and the
+        // server's first chunk (prompt progress) gives the prompt's size, which shrinks the
+        // reservation. The server applies the same cut: without context shift a slot stops, with
+        // the length reason, once prompt plus generated tokens fill it, and refuses a prompt that
+        // fills it already. This saves a round trip (the count) before every chat.
+        promptTokens = null;
+        body.max_tokens = maxTokens ?? -1;
+        body.return_progress = true;
+        this.wake(this.reservations.setSize(request.id, slotTokens));
+      } else {
+        promptTokens = await this.countChat(request, body);
+      }
     }
-    const slotTokens = this.slotContextTokens();
-    if (promptTokens >= slotTokens) {
-      throw new ShoalError(
-        'CONTEXT_OVERFLOW',
-        `the prompt is ${promptTokens} tokens but the model's context holds ${slotTokens}: shorten the prompt or place the model with a larger context size`,
-        { param: isChat ? 'messages' : 'prompt' },
-      );
+    if (promptTokens !== null) {
+      if (promptTokens >= slotTokens) throw contextOverflow(promptTokens, slotTokens, param);
+      const nPredict = nPredictFor(promptTokens);
+      if (isChat) body.max_tokens = nPredict;
+      else body.n_predict = nPredict;
+      await this.reserve(request, promptTokens + nPredict);
     }
-    // As in the llama_cpp engine, a token limit beyond the context is cut to what fits (the answer
-    // then ends with the length reason), so the reservation always fits one slot.
-    const nPredict = Math.min(task.sampling.maxTokens ?? Infinity, slotTokens - promptTokens);
-    if (isChat) body.max_tokens = nPredict;
-    else body.n_predict = nPredict;
-    await this.reserve(request, promptTokens + nPredict);
 
-    const translator = new StreamTranslator({
-      plan,
-      userStops: task.stop,
-      logprobsTop: task.logprobs?.top ?? null,
+    const newTranslator = (counted: number): StreamTranslator =>
+      new StreamTranslator({ plan, userStops: task.stop, logprobsTop: task.logprobs?.top ?? null, promptTokens: counted, verbose: body.verbose === true });
+    let translator = promptTokens === null ? null : newTranslator(promptTokens);
+    await this.stream(request, isChat ? '/v1/chat/completions' : '/completion', body, {
       promptTokens,
-      verbose: body.verbose === true,
+      param,
+      onStart: (counted) => {
+        translator = newTranslator(counted);
+        this.wake(this.reservations.shrink(request.id, counted + nPredictFor(counted)));
+      },
+      onChunk: (chunk) => (isChat ? translator!.chatChunk(chunk) : translator!.completionChunk(chunk)),
     });
-    await this.stream(request, isChat ? '/v1/chat/completions' : '/completion', body, promptTokens, (chunk) =>
-      isChat ? translator.chatChunk(chunk) : translator.completionChunk(chunk),
-    );
-    if (!translator.done) throw await this.connectionLost(this.generation, 'the stream ended before the answer did');
+    if (!translator?.done) throw await this.connectionLost(this.generation, 'the stream ended before the answer did');
     for (const event of translator.finish()) request.events.push(event);
   }
 
@@ -437,7 +480,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
         answer = await this.post(request, '/embedding', { input: inputs.slice(start, end), embd_normalize: -1 });
       } catch (error) {
         if (signal.aborted || error instanceof ShoalError) throw error;
-        throw await this.connectionLost(generation, describeNetworkError(error));
+        throw await this.connectionLost(generation, describeSocketError(error));
       }
       request.sent = false;
       vectors.push(...embeddingsOf(answer, end - start).map((vector) => (task.normalize ? unitLength(vector) : vector)));
@@ -449,17 +492,6 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
 
   // -------------------------------------------------------------------------------------------
   // HTTP
-
-  private headers(): Record<string, string> {
-    return {
-      'content-type': 'application/json',
-      authorization: `Bearer ${this.apiKey}`,
-      // A fresh loopback connection per request: with keep-alive, llama-server sometimes closes an
-      // idle connection just as a request goes out on it (UND_ERR_SOCKET), and a POST cannot be
-      // retried blindly. A loopback connect costs microseconds.
-      connection: 'close',
-    };
-  }
 
   /** Prompt tokens of text, with BOS as the model wants it and control-token text left as text. */
   private async tokenize(request: Request, text: string): Promise<number[]> {
@@ -490,7 +522,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
         return await this.post(request, path, body);
       } catch (error) {
         if (signal.aborted || error instanceof ShoalError) throw error;
-        const lost = await this.connectionLost(generation, describeNetworkError(error));
+        const lost = await this.connectionLost(generation, describeSocketError(error));
         if (lost.code !== 'RUNNER_CRASHED') throw lost;
       }
     }
@@ -499,25 +531,16 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
   private async post(request: Request, path: string, body: unknown): Promise<unknown> {
     const port = this.process.port;
     if (port === null) throw this.process.unavailableError();
-    const response = await fetch(`http://127.0.0.1:${port}${path}`, {
-      method: 'POST',
-      headers: this.headers(),
-      body: JSON.stringify(body),
-      signal: request.abort.signal,
-    });
-    const text = await response.text();
-    let json: unknown = text;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      // Left as text for the error message.
-    }
-    if (!response.ok) throw serverError(response.status, json);
-    return json;
+    const answer = await this.http.postJson(port, path, body, request.abort.signal);
+    if (answer.status !== 200) throw serverError(answer.status, answer.body);
+    return answer.body;
   }
 
-  /** Sends a generation and feeds each SSE payload to `onChunk`; `start` goes out once the server accepts. */
-  private async stream(request: Request, path: string, body: unknown, promptTokens: number, onChunk: (chunk: unknown) => TaskEvent[]): Promise<void> {
+  /**
+   * Sends a generation and feeds each SSE payload to `onChunk`. `start` goes out once the server
+   * accepts, or, when the prompt's size is not known yet, with the first chunk (its prompt progress).
+   */
+  private async stream(request: Request, path: string, body: unknown, hooks: StreamHooks): Promise<void> {
     const signal = request.abort.signal;
     await this.process.whenReady(signal);
     const port = this.process.port;
@@ -525,32 +548,34 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
     const generation = this.generation;
     request.sent = true;
     try {
-      const response = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers: this.headers(), body: JSON.stringify(body), signal });
-      if (!response.ok || !response.body) {
-        const text = await response.text();
-        let json: unknown = text;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          // Left as text.
-        }
-        throw serverError(response.status, json);
+      const response = await this.http.post(port, path, body, signal);
+      if (response.statusCode !== 200) {
+        const answer = await readJson(response, signal);
+        const exceeded = contextExceeded(answer);
+        throw exceeded ? contextOverflow(exceeded.promptTokens, exceeded.contextTokens, hooks.param) : serverError(response.statusCode ?? null, answer);
       }
-      request.events.push({ type: 'start', promptTokens });
+      let started = hooks.promptTokens !== null;
+      if (hooks.promptTokens !== null) request.events.push({ type: 'start', promptTokens: hooks.promptTokens });
       const sse = new SseDecoder();
-      const utf8 = new TextDecoder();
       const handle = (payloads: string[]): void => {
         for (const payload of payloads) {
           if (payload === '[DONE]') continue;
-          for (const event of onChunk(JSON.parse(payload))) request.events.push(event);
+          const chunk: unknown = JSON.parse(payload);
+          if (!started) {
+            const counted = promptProgressTotal(chunk);
+            if (counted === null) throw serverError(null, chunk);
+            started = true;
+            request.events.push({ type: 'start', promptTokens: counted });
+            hooks.onStart(counted);
+          }
+          for (const event of hooks.onChunk(chunk)) request.events.push(event);
         }
       };
-      for await (const chunk of response.body) handle(sse.push(utf8.decode(chunk as Uint8Array, { stream: true })));
-      handle(sse.push(utf8.decode()));
+      await readBody(response, signal, (chunk) => handle(sse.push(chunk)));
       handle(sse.flush());
     } catch (error) {
       if (signal.aborted || error instanceof ShoalError || error instanceof SyntaxError) throw error;
-      throw await this.connectionLost(generation, describeNetworkError(error));
+      throw await this.connectionLost(generation, describeSocketError(error));
     }
   }
 
@@ -571,10 +596,8 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
 
   /** Up when /health answers 200; then reads what the runner needs to know. */
   private async probe(port: number, signal: AbortSignal): Promise<ServerFacts> {
-    const base = `http://127.0.0.1:${port}`;
-    const headers = this.headers();
-    await pollUntil(async (s) => (await fetch(`${base}/health`, { headers, signal: s })).status === 200, signal);
-    const props = (await (await fetch(`${base}/props`, { headers, signal })).json()) as {
+    await pollUntil(async (s) => (await this.http.getJson(port, '/health', s)).status === 200, signal);
+    const props = (await this.http.getJson(port, '/props', signal)).body as {
       default_generation_settings?: { n_ctx?: number };
       chat_template_caps?: { supports_tools?: boolean; supports_tool_calls?: boolean };
       model_ftype?: string;
@@ -585,17 +608,17 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
     return {
       slotContextTokens,
       templateSupportsTools: caps.supports_tools === true && caps.supports_tool_calls === true,
-      model: await this.modelFacts(base, headers, signal, props.model_ftype ?? null),
+      model: await this.modelFacts(port, signal, props.model_ftype ?? null),
     };
   }
 
   /** Model facts for listings: the GGUF header for what the server does not say. Null if unreadable. */
-  private async modelFacts(base: string, headers: Record<string, string>, signal: AbortSignal, ftype: string | null): Promise<ModelFacts | null> {
+  private async modelFacts(port: number, signal: AbortSignal, ftype: string | null): Promise<ModelFacts | null> {
     try {
       const [{ size }, header, models] = await Promise.all([
         stat(this.options.modelPath),
         gguf(this.options.modelPath, { allowLocalFile: true }),
-        fetch(`${base}/v1/models`, { headers, signal }).then((r) => r.json() as Promise<{ data?: Array<{ meta?: { n_params?: number } }> }>),
+        this.http.getJson(port, '/v1/models', signal).then((answer) => answer.body as { data?: Array<{ meta?: { n_params?: number } }> }),
       ]);
       const metadata = header.metadata as unknown as Record<string, unknown>;
       const fileType = metadata['general.file_type'];
@@ -614,12 +637,12 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
   }
 }
 
-/** fetch's own message is just "fetch failed"; the socket error under it says what happened. */
-function describeNetworkError(error: unknown): string {
-  const message = errorMessage(error);
-  const cause = error instanceof Error ? (error.cause as { code?: string; message?: string } | undefined) : undefined;
-  const detail = cause?.code ?? cause?.message;
-  return detail ? `${message}: ${detail}` : message;
+function contextOverflow(promptTokens: number, slotTokens: number, param: string): ShoalError {
+  return new ShoalError(
+    'CONTEXT_OVERFLOW',
+    `the prompt is ${promptTokens} tokens but the model's context holds ${slotTokens}: shorten the prompt or place the model with a larger context size`,
+    { param },
+  );
 }
 
 /** One vector per input from `/embedding`: the pooled vector, or the mean of per-token vectors when the model does not pool. */

@@ -3,6 +3,7 @@
 // given up (circuit breaker) when it keeps dying. The owner layers requests on top.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { access, constants } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { ShoalError } from '../../common/errors.js';
@@ -16,6 +17,13 @@ export interface ManagedProcessPolicy extends RestartPolicy {
   /** How long `stop` waits after SIGTERM before SIGKILL to the process group. */
   stopGraceMs: number;
 }
+
+/**
+ * util-linux's `setpriv`, which execs the engine with a parent-death signal: a node killed outright
+ * (SIGKILL, OOM) then takes its engines with it instead of leaving them holding memory until the
+ * next start reaps them. Elsewhere only that reaping applies.
+ */
+const PARENT_DEATH_WRAPPER = process.platform === 'linux' ? (['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path)) ?? null) : null;
 
 /** The default for `stopGraceMs`. */
 export const DEFAULT_STOP_GRACE_MS = 3000;
@@ -168,7 +176,8 @@ export class ManagedProcess<Info> {
       return;
     }
     if (this.isStopped()) return;
-    const child = spawn(binaryPath, args, {
+    const [program, argv] = PARENT_DEATH_WRAPPER ? [PARENT_DEATH_WRAPPER, ['--pdeathsig', 'SIGKILL', '--', binaryPath, ...args]] : [binaryPath, args];
+    const child = spawn(program, argv, {
       // Its own process group, so stopping kills the engine and anything it started.
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -83,6 +83,31 @@ test('releasing a waiting request that is not the head grants nothing; releasing
   assert.deepEqual(r.release('b'), ['d']);
 });
 
+test('an upper bound that fits at once is granted and shrunk to the exact size, which lets the next start', () => {
+  const r = new TokenReservations({ budgetTokens: 10, maxActive: 4, maxQueued: 8, maxRequestTokens: 10 });
+  r.enqueue('a', null);
+  r.enqueue('b', null);
+  assert.equal(r.fitsNow('b', 10), false, 'only the head may skip measuring');
+  assert.equal(r.fitsNow('a', 10), true);
+  assert.deepEqual(r.setSize('a', 10), ['a']);
+  assert.deepEqual(r.setSize('b', 4), []);
+  assert.deepEqual(r.shrink('a', 6), ['b']);
+  assert.deepEqual(r.snapshot(), { active: 2, queued: 0, reservedTokens: 10 });
+  r.enqueue('c', null);
+  assert.equal(r.fitsNow('c', 1), false, 'no tokens are left');
+  assert.throws(() => r.shrink('a', 7), RangeError);
+  assert.throws(() => r.shrink('c', 1), /not active/);
+});
+
+test('no upper bound fits at once while every slot runs', () => {
+  const r = new TokenReservations({ budgetTokens: 10, maxActive: 1, maxQueued: 8, maxRequestTokens: 10 });
+  r.enqueue('a', 1);
+  r.enqueue('b', null);
+  assert.equal(r.fitsNow('b', 1), false);
+  r.release('a');
+  assert.equal(r.fitsNow('b', 10), true);
+});
+
 test('limits are checked', () => {
   assert.throws(() => new TokenReservations({ ...LIMITS, budgetTokens: 0 }), RangeError);
   assert.throws(() => new TokenReservations({ ...LIMITS, maxRequestTokens: 5 }), RangeError);

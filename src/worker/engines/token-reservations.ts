@@ -93,6 +93,29 @@ export class TokenReservations {
   }
 
   /**
+   * Whether `id`, waiting at the head with no size yet, would be granted `tokens` at once: a slot is
+   * free and they fit. A caller may then reserve that upper bound instead of first measuring its
+   * exact size, and `shrink` it once the size is known; it costs nobody behind it a wait.
+   */
+  fitsNow(id: string, tokens: number): boolean {
+    const head = this.waiting[0];
+    return head?.id === id && head.tokens === null && this.active.size < this.limits.maxActive && this.reserved + tokens <= this.limits.budgetTokens;
+  }
+
+  /**
+   * Lowers a running request's reservation to what it turned out to need (an upper bound was
+   * granted through `fitsNow`). Returns the ids the freed tokens let start.
+   */
+  shrink(id: string, tokens: number): string[] {
+    const current = this.active.get(id);
+    if (current === undefined) throw new Error(`reservation ${id} is not active`);
+    if (!Number.isSafeInteger(tokens) || tokens < 1 || tokens > current) throw new RangeError(`a reservation of ${current} tokens cannot shrink to ${tokens}`);
+    this.active.set(id, tokens);
+    this.reserved -= current - tokens;
+    return this.grant();
+  }
+
+  /**
    * Ends a request, running or waiting: its tokens go back to the budget, or it leaves the queue.
    * Unknown ids are ignored (a request may be released by both its error and its abort path).
    * Returns the ids this frees up to run.

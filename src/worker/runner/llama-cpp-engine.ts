@@ -30,6 +30,8 @@ type Emit = (event: TaskEvent) => void;
 const MAX_CACHED_GRAMMARS = 32;
 /** Tokens detokenized together while a multi-byte character is incomplete. */
 const MAX_PENDING_TOKENS = 8;
+/** Shoal's KV cache type names as node-llama-cpp's GgmlType keys. */
+const KV_GGML_TYPES = { f32: 'F32', f16: 'F16', bf16: 'BF16', q8_0: 'Q8_0', q4_0: 'Q4_0' } as const satisfies Record<NonNullable<RunnerConfig['kvCacheType']>, string>;
 
 interface RenderedPrompt {
   tokens: Token[];
@@ -76,6 +78,9 @@ export class LlamaCppEngine implements AsyncDisposable {
       contextSize: Math.min(config.contextSize, model.trainContextSize),
       sequences: config.sequences,
       threads: config.threads,
+      ...(config.flashAttention !== undefined ? { flashAttention: config.flashAttention === 'auto' ? 'auto' : config.flashAttention === 'on' } : {}),
+      // The library marks these experimental; placement counted the cache at this type, so it must be it.
+      ...(config.kvCacheType !== undefined ? { experimentalKvCacheKeyType: KV_GGML_TYPES[config.kvCacheType], experimentalKvCacheValueType: KV_GGML_TYPES[config.kvCacheType] } : {}),
     });
     return new LlamaCppEngine(llama, model, context, resolveChatWrapper(model), config);
   }

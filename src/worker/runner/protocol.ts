@@ -23,6 +23,10 @@ export const RunnerConfig = z.strictObject({
   sequences: z.number().int().positive().max(MAX_SEQUENCES),
   threads: z.number().int().positive().max(MAX_THREADS),
   gpu: GpuChoice,
+  /** K and V cache element type; absent means the library's f16. */
+  kvCacheType: z.enum(['f32', 'f16', 'bf16', 'q8_0', 'q4_0']).optional(),
+  /** Absent means auto (on where the model and backend support it). */
+  flashAttention: z.enum(['auto', 'on', 'off']).optional(),
 });
 export type RunnerConfig = z.infer<typeof RunnerConfig>;
 

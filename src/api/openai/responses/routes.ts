@@ -3,7 +3,7 @@ import { ShoalError, toShoalError } from '../../../common/errors.js';
 import type { ChatMessage } from '../../../wire/task.js';
 import { fromFastifyError } from '../../fastify-errors.js';
 import type { FamilyOptions } from '../../family.js';
-import { clientAbortSignal, SSE_HEADERS, startTask, type StartedTask } from '../../stream.js';
+import { clientAbortSignal, SSE_HEADERS, startTask, writeCoalesced, type StartedTask } from '../../stream.js';
 import { sendOpenAIError } from '../routes.js';
 import { appendItems, responseRequestToTask } from './normalize.js';
 import { parseCreateResponse } from './schemas.js';
@@ -95,7 +95,7 @@ function refuseQuery(request: FastifyRequest): void {
 
 function writeEvents(reply: FastifyReply, events: readonly StreamEvent[]): void {
   // The event name is one of Shoal's fixed types; JSON.stringify escapes newlines in model text.
-  for (const event of events) reply.raw.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+  for (const event of events) writeCoalesced(reply.raw, `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
 }
 
 async function stream(
