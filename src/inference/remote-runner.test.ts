@@ -4,23 +4,19 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { generateKeyPair } from '@libp2p/crypto/keys';
-import { pino } from 'pino';
 import { ShoalError, type ErrorCode } from '../common/errors.js';
-import { RouterError, createRouter, type Router } from '../router/index.js';
+import { RouterError, type Router } from '../router/index.js';
 import { MAX_JSON_DEPTH } from '../wire/json-depth.js';
 import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import { INFER_MAX_MESSAGE_BYTES, INFER_PROTOCOL, framesForEvent, vectorsPerFrame } from './protocol.js';
 import type { InstanceRunner } from '../worker/runner-contract.js';
 import type { LocalInstance } from '../worker/worker.js';
 import { runRemote, serveInference, serveLocalInstances, type InferenceResolver } from './remote-runner.js';
+import { startLoopbackRouter, type LoopbackRouter } from '../../test/support/loopback-router.js';
 
 // Real libp2p routers on 127.0.0.1 with mDNS off; they find each other only by explicit dials.
 
-interface Node {
-  router: Router;
-  roster: Set<string>;
-}
+type Node = LoopbackRouter;
 
 const open: Router[] = [];
 after(async () => {
@@ -28,18 +24,9 @@ after(async () => {
 });
 
 async function startNode(): Promise<Node> {
-  const roster = new Set<string>();
-  const router = await createRouter({
-    privateKey: await generateKeyPair('Ed25519'),
-    name: `infer-${Math.random().toString(36).slice(2, 6)}`,
-    isMember: (id) => roster.has(id),
-    host: '127.0.0.1',
-    p2pPort: 0,
-    mdns: false,
-    log: pino({ level: 'silent' }),
-  });
-  open.push(router);
-  return { router, roster };
+  const node = await startLoopbackRouter('infer');
+  open.push(node.router);
+  return node;
 }
 
 function addr(router: Router): string {

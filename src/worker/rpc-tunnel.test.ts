@@ -9,21 +9,18 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { generateKeyPair } from '@libp2p/crypto/keys';
 import { pino } from 'pino';
 import type { ShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { buildEngines, checkBuildTools, findEngine } from '../doctor/engines.js';
 import { resolveBuiltinModel } from '../models/builtin-store.js';
-import { createRouter, type Router } from '../router/index.js';
+import type { Router } from '../router/index.js';
 import { RPC_TUNNEL_PROTOCOL, openRpcTunnel, serveRpcTunnel, type RpcTunnel } from './rpc-tunnel.js';
+import { startLoopbackRouter, type LoopbackRouter } from '../../test/support/loopback-router.js';
 
 // Real libp2p routers on 127.0.0.1 with mDNS off, and real TCP sockets on both ends of the tunnel.
 
-interface Node {
-  router: Router;
-  roster: Set<string>;
-}
+type Node = LoopbackRouter;
 
 const routers: Router[] = [];
 const servers: Server[] = [];
@@ -33,18 +30,9 @@ after(async () => {
 });
 
 async function startNode(): Promise<Node> {
-  const roster = new Set<string>();
-  const router = await createRouter({
-    privateKey: await generateKeyPair('Ed25519'),
-    name: `tunnel-${Math.random().toString(36).slice(2, 6)}`,
-    isMember: (id) => roster.has(id),
-    host: '127.0.0.1',
-    p2pPort: 0,
-    mdns: false,
-    log: pino({ level: 'silent' }),
-  });
-  routers.push(router);
-  return { router, roster };
+  const node = await startLoopbackRouter('tunnel');
+  routers.push(node.router);
+  return node;
 }
 
 async function pair(): Promise<[Node, Node]> {
