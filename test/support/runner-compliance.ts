@@ -134,6 +134,13 @@ export function runnerComplianceSuite(name: string, makeRunner: (options: Compli
         assert.deepEqual({ restarts: status.restarts, inFlight: status.inFlight, queued: status.queued }, { restarts: 0, inFlight: 0, queued: 0 });
       }));
 
+    test('waiting for ready with a signal already aborted is CANCELLED at once, while it starts', () =>
+      withRunner({}, async (runner) => {
+        assert.equal(runner.status().state, 'starting');
+        await fails(runner.whenReady(AbortSignal.abort()), 'CANCELLED');
+        await runner.whenReady();
+      }));
+
     test('a generation streams a start, text, and an end with its usage', () =>
       withRunner({}, async (runner) => {
         await runner.whenReady();

@@ -100,6 +100,8 @@ export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
   whenReady(signal?: AbortSignal): Promise<void> {
     if (this.state === 'ready') return Promise.resolve();
     if (this.state === 'failed' || this.state === 'stopped') return Promise.reject(this.unavailableError());
+    // An aborted signal fires no 'abort' event any more: without this the wait would outlive it.
+    if (signal?.aborted) return Promise.reject(new ShoalError('CANCELLED', 'stopped waiting for the runner'));
     return new Promise((resolve, reject) => {
       const onAbort = (): void => {
         this.readyWaiters.delete(settle);
