@@ -13,6 +13,7 @@ import type { InstanceRunner } from '../worker/runner-contract.js';
 import type { LocalInstance } from '../worker/worker.js';
 import { runRemote, serveInference, serveLocalInstances, type InferenceResolver } from './remote-runner.js';
 import { startLoopbackRouter, type LoopbackRouter } from '../../test/support/loopback-router.js';
+import { sleep, until } from '../../test/support/wait.js';
 
 // Real libp2p routers on 127.0.0.1 with mDNS off; they find each other only by explicit dials.
 
@@ -49,17 +50,6 @@ function stop(node: Node | Router): Promise<void> {
   const at = open.indexOf(router);
   if (at !== -1) open.splice(at, 1);
   return router.stop();
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(what: string, check: () => boolean, timeoutMs = 5000): Promise<number> {
-  const start = performance.now();
-  while (!check()) {
-    if (performance.now() - start > timeoutMs) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
-  return performance.now() - start;
 }
 
 const TASK: RunnerTask = {

@@ -11,6 +11,7 @@ import { pino } from 'pino';
 import { z } from 'zod';
 import { ShoalError } from '../common/errors.js';
 import { INVITE_PROTOCOL, RouterError, WIRE_VERSION, createRouter, type PeerHello, type Router } from './index.js';
+import { sleep, until } from '../../test/support/wait.js';
 
 // Every router here listens on 127.0.0.1 with mDNS off; peers find each other only by explicit dials.
 
@@ -65,17 +66,6 @@ function admitAll(nodes: Node[]): void {
     node.router.updateRoster(nodes.filter((n) => n !== node).map((n) => ({ nodeId: n.router.nodeId, addrs: n.router.addrs() })));
   }
 }
-
-async function until(what: string, check: () => boolean, timeoutMs = 5000): Promise<number> {
-  const start = performance.now();
-  while (!check()) {
-    if (performance.now() - start > timeoutMs) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return performance.now() - start;
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 function subscribersOf(router: Router, topic: string): string[] {
   return router.libp2p.services.pubsub.getSubscribers(topic).map((p) => p.toString());

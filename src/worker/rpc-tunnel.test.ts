@@ -12,11 +12,12 @@ import { after, describe, test } from 'node:test';
 import { pino } from 'pino';
 import type { ShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
-import { buildEngines, checkBuildTools, findEngine } from '../doctor/engines.js';
 import { resolveBuiltinModel } from '../models/builtin-store.js';
 import type { Router } from '../router/index.js';
 import { RPC_TUNNEL_PROTOCOL, openRpcTunnel, serveRpcTunnel, type RpcTunnel } from './rpc-tunnel.js';
 import { startLoopbackRouter, type LoopbackRouter } from '../../test/support/loopback-router.js';
+import { sleep, until } from '../../test/support/wait.js';
+import { builtEngines } from '../../test/support/engines.js';
 
 // Real libp2p routers on 127.0.0.1 with mDNS off, and real TCP sockets on both ends of the tunnel.
 
@@ -107,16 +108,6 @@ function closed(socket: Socket): Promise<void> {
 }
 
 const sha = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(what: string, check: () => boolean, timeoutMs = 5000): Promise<number> {
-  const start = performance.now();
-  while (!check()) {
-    if (performance.now() - start > timeoutMs) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
-  return performance.now() - start;
-}
 
 for (const transport of ['direct', 'stream'] as const) {
   // `direct`: the bytes go through a direct TLS socket keyed over the stream; `stream`: through the libp2p stream's frames.
@@ -371,17 +362,6 @@ describe('RPC tunnel: direct sockets negotiated', { timeout: 60_000 }, () => {
   });
 });
 
-/** The engines, built when missing and the build tools are present; the test skips only when they cannot be. */
-async function engines(): Promise<{ server: string; rpc: string } | string> {
-  const server = await findEngine('llama-server');
-  const rpc = await findEngine('ggml-rpc-server');
-  if (server !== null && rpc !== null) return { server, rpc };
-  const tools = await checkBuildTools();
-  if (!tools.ok) return `engines not built and ${tools.missing.join(', ')} missing (${tools.installHint})`;
-  const built = await buildEngines();
-  return { server: built.binaries['llama-server'], rpc: built.binaries['ggml-rpc-server'] };
-}
-
 async function freePort(): Promise<number> {
   const server = createServer();
   server.listen(0, '127.0.0.1');
@@ -451,7 +431,7 @@ async function complete(url: string): Promise<{ content: string; tokens: number 
   return { content: body.content, tokens: body.tokens_predicted };
 }
 
-const found = await engines();
+const found = await builtEngines();
 
 describe('RPC tunnel with the real llama.cpp engines', { skip: typeof found === 'string' ? found : false, timeout: 300_000 }, () => {
   test('llama-server --rpc through the tunnel to a real ggml-rpc-server answers like a local one; losing the donor fails it at once', async () => {

@@ -11,29 +11,15 @@ import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { ShoalError } from '../../src/common/errors.js';
 import type { Logger } from '../../src/common/log.js';
-import { buildEngines, checkBuildTools, findEngine } from '../../src/doctor/engines.js';
 import { resolveBuiltinModel } from '../../src/models/builtin-store.js';
 import { TaskEvent, type InferenceTask, type RunnerTask } from '../../src/wire/task.js';
 import { LlamaServerRunner, type LlamaServerRunnerOptions } from '../../src/worker/engines/llama-server.js';
 import { engineRecordDir } from '../../src/worker/engines/orphans.js';
 import { RpcDonor } from '../../src/worker/engines/rpc-donor.js';
 import { RunnerSupervisor } from '../../src/worker/runner/supervisor.js';
+import { builtEngines } from '../support/engines.js';
 
-/**
- * The engines, built here when missing and the build tools are present (as
- * test/integration/engines-build.test.ts does); the tests skip only when they cannot be built.
- */
-async function engines(): Promise<{ server: string; rpc: string } | string> {
-  const server = await findEngine('llama-server');
-  const rpc = await findEngine('ggml-rpc-server');
-  if (server !== null && rpc !== null) return { server, rpc };
-  const tools = await checkBuildTools();
-  if (!tools.ok) return `engines not built and ${tools.missing.join(', ')} missing (${tools.installHint})`;
-  const built = await buildEngines();
-  return { server: built.binaries['llama-server'], rpc: built.binaries['ggml-rpc-server'] };
-}
-
-const found = await engines();
+const found = await builtEngines();
 const skip = typeof found === 'string' ? found : false;
 const serverBinary = typeof found === 'string' ? '' : found.server;
 const rpcBinary = typeof found === 'string' ? '' : found.rpc;
