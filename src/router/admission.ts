@@ -32,7 +32,8 @@ import { closeConnection, type HelloSessions, type ConnState } from './hello-ses
  *    flood publishing. Defence in depth; 2 and 3 already keep them out.
  * 6. Roster changes (`updateRoster`, and a sweep on every redial tick): a peer that stopped being a
  *    member has all its connections closed; a peer that became a member on an open connection gets
- *    identify re-run, which is what tells the registrar (and so gossipsub) about it.
+ *    identify re-run, which is what tells the registrar (and so gossipsub) about it. The same sweep
+ *    repairs a member connection that gossipsub holds no outbound stream on (see `checkGossip`).
  *
  * 1, 2, 3 and 6 live here; the host (host.ts) plugs them into libp2p and sets the score of 5.
  */
@@ -49,8 +50,19 @@ export interface AdmissionOptions {
   hellos: HelloSessions;
   /** Re-runs identify on a connection (bound to the libp2p node this admission helps build). */
   identify: (conn: Connection) => Promise<unknown>;
+  /** Gossipsub's view of its peers (bound late, like `identify`), for the sweep's gossip check. */
+  gossip: () => GossipView | undefined;
   log: Logger;
 }
+
+/** The public parts of gossipsub's peer tables the sweep reads. */
+export interface GossipView {
+  peers: ReadonlyMap<string, unknown>;
+  streamsOutbound: ReadonlyMap<string, unknown>;
+}
+
+/** Sweeps a member's connection may lack its gossip stream before it is repaired (a sweep is one redial tick). */
+const GOSSIP_MISSES_BEFORE_REPAIR = 2;
 
 export class Admission {
   /** Inbound streams refused, by protocol. */
@@ -128,7 +140,34 @@ export class Admission {
       if (member && !st.member) {
         st.member = true;
         void this.promote(st);
+        continue;
       }
+      if (member && st.info !== null) this.checkGossip(st);
+    }
+  }
+
+  /**
+   * Gossipsub opens its outbound stream once, when the registrar announces the peer, and never
+   * retries: a refused or failed attempt (a race with the remote's roster, a stall under load)
+   * would leave a connected member deaf to our gossip for as long as the connection lives.
+   * Not announced yet: re-run identify. Announced but no stream: close, and the redial starts afresh.
+   */
+  private checkGossip(st: ConnState): void {
+    const gossip = this.options.gossip();
+    if (gossip === undefined) return;
+    const peer = st.conn.remotePeer.toString();
+    if (gossip.peers.has(peer) && gossip.streamsOutbound.has(peer)) {
+      st.gossipMisses = 0;
+      return;
+    }
+    if (++st.gossipMisses < GOSSIP_MISSES_BEFORE_REPAIR) return;
+    st.gossipMisses = 0;
+    if (!gossip.peers.has(peer)) {
+      this.options.log.debug({ peer }, 'gossipsub was never told of a member on an open connection; re-running identify');
+      void this.promote(st);
+    } else {
+      this.options.log.info({ peer }, 'no gossip stream to a connected member; reconnecting so gossipsub opens one');
+      closeConnection(this.options.log, st.conn, 'no gossip stream');
     }
   }
 

@@ -18,6 +18,8 @@ export interface ConnState {
   /** The roster's verdict the last time admission was applied to this connection. */
   member: boolean;
   promoting: boolean;
+  /** Consecutive roster sweeps that found this member's connection without a gossip stream to it. */
+  gossipMisses: number;
 }
 
 export interface HelloCounters {
@@ -133,7 +135,7 @@ export class HelloSessions {
     if (conn.status !== 'open') {
       // Asked about a connection that already closed (its 'connection:close' has passed): never store it.
       hello.reject(new RouterError('closed', `the connection to ${peer} is closed`));
-      return { conn, hello, settled: true, info: null, member: false, promoting: false, timer: setTimeout(() => {}, 0) };
+      return { conn, hello, settled: true, info: null, member: false, promoting: false, gossipMisses: 0, timer: setTimeout(() => {}, 0) };
     }
     const created: ConnState = {
       conn,
@@ -142,6 +144,7 @@ export class HelloSessions {
       info: null,
       member: this.options.isMember(peer),
       promoting: false,
+      gossipMisses: 0,
       timer: setTimeout(() => {
         if (created.settled) return;
         this.counters.timedOut++;

@@ -13,7 +13,7 @@ import { multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p, type Libp2p } from 'libp2p';
 import type { z } from 'zod';
 import { createLogger, type Logger } from '../common/log.js';
-import { Admission } from './admission.js';
+import { Admission, type GossipView } from './admission.js';
 import { ipOfMultiaddr } from './direct-socket.js';
 import { RouterError, errorOf } from './errors.js';
 import { YAMUX_MAX_WINDOW_BYTES, type FrameChannel } from './framing.js';
@@ -178,6 +178,11 @@ export async function createRouter(options: RouterOptions): Promise<Router> {
     hellos,
     identify: async (conn) => {
       await node?.services.identify.identify(conn);
+    },
+    gossip: () => {
+      // The service's interface type hides the implementation's public peer tables; check they are there.
+      const pubsub = node?.services.pubsub as Partial<GossipView> | undefined;
+      return pubsub?.peers instanceof Map && pubsub.streamsOutbound instanceof Map ? (pubsub as GossipView) : undefined;
     },
     log,
   });
