@@ -74,10 +74,13 @@ class FakeNode implements ElectionHost {
 
 describe('election order', () => {
   const member = (nodeId: string, admittedIdx: number): Rankable => ({ nodeId, admittedIdx, hostPreferred: false });
-  test('a later last term first, then a longer log, then rank; nobody precedes an equal by rank without a roster entry', () => {
+  test('a longer log first, then a later last term, then rank; nobody precedes an equal by rank without a roster entry', () => {
     const senior = member('a', 1);
     const junior = member('b', 2);
-    assert.ok(precedes({ position: { lastTerm: 3, lastIdx: 5 }, member: junior }, { position: { lastTerm: 2, lastIdx: 9 }, member: senior }));
+    // A fork with the later term but fewer records (a lone node that elected itself) comes second.
+    assert.ok(precedes({ position: { lastTerm: 2, lastIdx: 9 }, member: junior }, { position: { lastTerm: 3, lastIdx: 5 }, member: senior }));
+    assert.ok(!precedes({ position: { lastTerm: 3, lastIdx: 5 }, member: senior }, { position: { lastTerm: 2, lastIdx: 9 }, member: junior }));
+    assert.ok(precedes({ position: { lastTerm: 3, lastIdx: 9 }, member: junior }, { position: { lastTerm: 2, lastIdx: 9 }, member: senior }));
     assert.ok(precedes({ position: { lastTerm: 2, lastIdx: 9 }, member: junior }, { position: { lastTerm: 2, lastIdx: 5 }, member: senior }));
     assert.ok(precedes({ position: { lastTerm: 2, lastIdx: 5 }, member: senior }, { position: { lastTerm: 2, lastIdx: 5 }, member: junior }));
     assert.ok(!precedes({ position: { lastTerm: 2, lastIdx: 5 }, member: junior }, { position: { lastTerm: 2, lastIdx: 5 }, member: senior }));
@@ -140,7 +143,7 @@ describe('bully election', () => {
     node.forked.add(C);
     election.onStatus(B, node.reply(B, 2, 12));
     assert.equal(node.asked.length, 3, 'waits for every live member (or the window)');
-    election.onStatus(C, node.reply(C, 1, 20));
+    election.onStatus(C, node.reply(C, 1, 11));
     assert.equal(node.asked.at(-1), `fetch ${B}`, 'C forks from our log: left to re-propose after the heal');
     node.acceptRecords = () => {
       node.asked.push('accept');

@@ -18,16 +18,20 @@ export interface Contender {
 }
 
 /**
- * The election order: the more up-to-date log first (later last term, then longer), rank among equals.
- * Equal positions mean identical logs (one record names its whole history), hence identical states and
- * the same view of rank on both sides: the order is total and every node computes it alike, which a
- * bare rank order over states that may differ after a partition is not (nodes could each defer to
- * another in a cycle). It also keeps a node back from a crash with a stale log from discarding the
- * newer history of everyone else. Rank is restored by the takeover rule once logs are equal.
+ * The election order: the longer log first, then the later last term, rank among equals. Every side of
+ * a partition acknowledges writes, so after a heal the longer history is the one that leaves the least
+ * to re-propose (and nothing beyond the master's memory of command ids to lose); a lone node that
+ * elected itself while cut off, with a later term but a short log, must not win over it. A log that is
+ * a prefix of another (a node back from a crash) is shorter, so it never discards newer history.
+ * Equal positions mean identical logs (one record names its whole history; terms are unique per
+ * node), hence identical states and the same view of rank on both sides: the order is total and every
+ * node computes it alike, which a bare rank order over states that may differ after a partition is
+ * not (nodes could each defer to another in a cycle). Rank is restored by the takeover rule once logs
+ * are equal.
  */
 export function precedes(a: Contender, b: Contender): boolean {
-  if (a.position.lastTerm !== b.position.lastTerm) return a.position.lastTerm > b.position.lastTerm;
   if (a.position.lastIdx !== b.position.lastIdx) return a.position.lastIdx > b.position.lastIdx;
+  if (a.position.lastTerm !== b.position.lastTerm) return a.position.lastTerm > b.position.lastTerm;
   return a.member !== undefined && b.member !== undefined && outranks(a.member, b.member);
 }
 
@@ -216,6 +220,18 @@ export class BullyElection {
     if (me === undefined || master === undefined || !outranks(me, master)) return;
     if (host.now() - this.lastElectionMs < host.timings.takeoverBackoffMs) return;
     this.start();
+  }
+
+  /**
+   * A master that meets the claim of a higher term from a master whose log is shorter (a healed
+   * partition): instead of following it, take a term above it and start again, so the longer history
+   * stays the cluster's and the other side re-proposes what it decided alone.
+   */
+  outbid(): void {
+    const host = this.host;
+    if (host.role !== 'master' || host.leaving() || host.dissolved()) return;
+    this.lastElectionMs = host.now();
+    this.claim();
   }
 
   /** Take a new term (durably, before anything of it is said), then reconcile before starting it. */

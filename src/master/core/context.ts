@@ -21,6 +21,8 @@ export interface CoreCounters {
   reproposed: number;
   /** Terms this node claimed. */
   claims: number;
+  /** Times this node, as master, met a higher-term master with a shorter log and claimed above it. */
+  outbids: number;
   /** Times this process woke from a stop long enough to have looked dead to itself. */
   stalls: number;
 }
@@ -121,7 +123,7 @@ export class CoreContext {
   /** Re-proposals the current master (of the current term) has decided. */
   readonly reproposalDecided = new Set<CommandId>();
   departing: { idx: number; untilMs: number } | null = null;
-  readonly counters: CoreCounters = { fenced: 0, invalid: 0, truncations: 0, reproposed: 0, claims: 0, stalls: 0 };
+  readonly counters: CoreCounters = { fenced: 0, invalid: 0, truncations: 0, reproposed: 0, claims: 0, outbids: 0, stalls: 0 };
   fx: Outbox | null = null;
   links!: CoreLinks;
 

@@ -328,6 +328,38 @@ describe('NodeCore', () => {
     assert.equal(a.core.view().state.members[nodeId(0)]!.nickname !== null, true);
   });
 
+  test('after a heal the longer log stays the master even when a lone node claimed a later term', () => {
+    const net = cluster(3);
+    const [a, b, c] = [net.node(0), net.node(1), net.node(2)];
+    const mainMaster = net.masters()[0]!;
+    assert.notEqual(mainMaster.id, c.id);
+    net.link = (from, to) => (from === c.id) === (to === c.id);
+    for (const node of [a, b]) net.run(node, node.core.peerDown(c.id));
+    net.run(c, c.core.peerDown(a.id));
+    net.run(c, c.core.peerDown(b.id));
+    net.advance(5_000);
+    assert.equal(c.core.status().role, 'master');
+    assert.ok(c.core.status().term > mainMaster.core.status().term, 'the lone node claimed the later term');
+    const onC = [net.submit(c, { type: 'SetNickname', nodeId: nodeId(2), nickname: 'island' })];
+    const onMain = Array.from({ length: 12 }, (_, i) => net.submit(a, { type: 'SetNickname', nodeId: nodeId(0), nickname: `mainland-${i}` }));
+    net.advance(1_000);
+    for (const id of [...onC, ...onMain]) assert.ok(net.acks.has(id), 'every command was acknowledged on its side');
+    assert.ok(mainMaster.core.status().lastIdx > c.core.status().lastIdx);
+    const mainTruncatesBefore = net.effectsOf(mainMaster, 'truncate').length;
+    const cMark = c.effects.length;
+    net.link = () => true;
+    net.advance(10_000);
+    assert.ok(net.converged());
+    assert.deepEqual(net.masters().map((node) => node.id), [mainMaster.id], 'the master of the longer log leads');
+    assert.ok(mainMaster.core.view().counters.outbids >= 1);
+    assert.equal(net.effectsOf(mainMaster, 'truncate').length, mainTruncatesBefore, 'the longer log was never cut');
+    assert.ok(net.effectsOf(c, 'truncate', cMark).length > 0, 'the lone node gave way and cut its fork');
+    const finalLog = mainMaster.store.records;
+    for (const id of [...onC, ...onMain]) {
+      assert.equal(finalLog.filter((record) => record.origin?.commandId === id).length, 1, `${id} is in the converged log exactly once`);
+    }
+  });
+
   test('a follower woken from a long stop follows the cluster instead of leading it with a stale log', () => {
     const net = cluster(2);
     const [a, b] = [net.node(0), net.node(1)];

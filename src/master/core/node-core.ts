@@ -240,6 +240,7 @@ export class NodeCore {
       case 'resources':
       case 'runners':
       case 'artifacts':
+      case 'downloads':
         // Readings for placement and routing (the shell keeps them); to the core they only prove liveness.
         return;
       case 'event':
@@ -297,10 +298,16 @@ export class NodeCore {
    * by the takeover rule; deciding by rank here, on states that may differ, could have two nodes outbid
    * each other forever.
    */
-  private observeTerm(term: number, from: NodeId, masterClaim: boolean): void {
+  private observeTerm(term: number, from: NodeId, masterClaim: boolean, claimLastIdx?: number): void {
     const ctx = this.ctx;
     if (term > ctx.maxSeenTerm) ctx.maxSeenTerm = term;
     if (term <= ctx.term || ctx.departing !== null) return;
+    if (masterClaim && ctx.role === 'master' && claimLastIdx !== undefined && claimLastIdx < ctx.log.lastIdx) {
+      // Two masters after a heal, and ours holds the longer log: it stays the cluster's (see `precedes`).
+      ctx.counters.outbids++;
+      this.election.outbid();
+      return;
+    }
     ctx.persistTerm(term);
     ctx.role = 'follower';
     ctx.masterId = null;
@@ -367,19 +374,19 @@ export class NodeCore {
     if (message.nodeId !== from) return;
     this.ctx.peer(from).heartbeat = message;
     const claim = message.masterId === from;
-    this.observeTerm(message.term, from, claim);
+    this.observeTerm(message.term, from, claim, message.lastIdx);
     if (claim && message.term === this.ctx.term) this.onMasterSignal(from, message.lastIdx, message.lastHash);
   }
 
   private onCoordinator(from: NodeId, message: CoordinatorMessage): void {
     const claim = message.masterId === from;
-    this.observeTerm(message.term, from, claim);
+    this.observeTerm(message.term, from, claim, message.lastIdx);
     if (claim && message.term === this.ctx.term) this.onMasterSignal(from, message.lastIdx, message.lastHash);
   }
 
   private onEvent(from: NodeId, message: EventMessage): void {
     const ctx = this.ctx;
-    this.observeTerm(message.term, from, message.masterId === from);
+    this.observeTerm(message.term, from, message.masterId === from, message.records.at(-1)?.idx);
     if (message.term < ctx.term) {
       ctx.counters.fenced++;
       return;
