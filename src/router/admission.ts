@@ -33,7 +33,7 @@ import { closeConnection, type HelloSessions, type ConnState } from './hello-ses
  * 6. Roster changes (`updateRoster`, and a sweep on every redial tick): a peer that stopped being a
  *    member has all its connections closed; a peer that became a member on an open connection gets
  *    identify re-run, which is what tells the registrar (and so gossipsub) about it. The same sweep
- *    repairs a member connection that gossipsub holds no outbound stream on (see `checkGossip`).
+ *    announces again a member that gossipsub holds no outbound stream to (see `checkGossip`).
  *
  * 1, 2, 3 and 6 live here; the host (host.ts) plugs them into libp2p and sets the score of 5.
  */
@@ -67,6 +67,8 @@ const GOSSIP_MISSES_BEFORE_REPAIR = 2;
 export class Admission {
   /** Inbound streams refused, by protocol. */
   readonly refusedStreams: Record<string, number> = {};
+  /** The services' topologies (gossipsub's), as registered, so a peer can be announced to them again. */
+  private readonly topologies: Topology[] = [];
 
   constructor(private readonly options: AdmissionOptions) {}
 
@@ -148,9 +150,11 @@ export class Admission {
 
   /**
    * Gossipsub opens its outbound stream once, when the registrar announces the peer, and never
-   * retries: a refused or failed attempt (a race with the remote's roster, a stall under load)
-   * would leave a connected member deaf to our gossip for as long as the connection lives.
-   * Not announced yet: re-run identify. Announced but no stream: close, and the redial starts afresh.
+   * retries: a refused or failed attempt (a race with the remote's roster, a stall under load, a
+   * member back with an empty log that refuses us until it rejoins) would leave a connected member
+   * deaf to our gossip for as long as the connection lives. The peer is announced again (taken out
+   * of the topologies' filters, identify re-run), which makes gossipsub try once more. The
+   * connection is never closed for it: a join may be under way on it.
    */
   private checkGossip(st: ConnState): void {
     const gossip = this.options.gossip();
@@ -160,15 +164,11 @@ export class Admission {
       st.gossipMisses = 0;
       return;
     }
-    if (++st.gossipMisses < GOSSIP_MISSES_BEFORE_REPAIR) return;
+    if (++st.gossipMisses < GOSSIP_MISSES_BEFORE_REPAIR || st.promoting) return;
     st.gossipMisses = 0;
-    if (!gossip.peers.has(peer)) {
-      this.options.log.debug({ peer }, 'gossipsub was never told of a member on an open connection; re-running identify');
-      void this.promote(st);
-    } else {
-      this.options.log.info({ peer }, 'no gossip stream to a connected member; reconnecting so gossipsub opens one');
-      closeConnection(this.options.log, st.conn, 'no gossip stream');
-    }
+    this.options.log.debug({ peer }, 'no gossip stream to a connected member; announcing it to gossipsub again');
+    for (const topology of this.topologies) topology.filter?.remove(st.conn.remotePeer);
+    void this.promote(st);
   }
 
   /** Throws a RouterError when `conn`'s remote may not use `protocol` (see "Admission" above). */
@@ -202,6 +202,7 @@ export class Admission {
 
   private guardTopology(topology: Topology): Topology {
     const { isMember, hellos } = this.options;
+    this.topologies.push(topology);
     return {
       filter: topology.filter,
       notifyOnLimitedConnection: topology.notifyOnLimitedConnection,
