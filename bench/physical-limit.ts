@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { readGgufFacts } from '../src/models/cards/gguf-facts.js';
 import { fullShare } from '../src/placement/memory.js';
-import { bytesReadPerToken, DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S } from '../src/placement/speed.js';
+import { bytesReadPerToken } from '../src/placement/speed.js';
 import { benchPrompt, defaultEngineThreads, ensureBenchModel, ensureLlamaServer, intOption, log, machineInfo, printResult, startLlamaServer, streamChat, versions, type TensorType } from './common.js';
 import { alternation, ratio, summarize, type Summary } from './stats.js';
 
@@ -130,7 +130,6 @@ async function main(): Promise<void> {
     bandwidth,
     engineThreads: threads,
     bandwidthGBPerS: atEngineThreads,
-    placementDefaultBandwidthGBPerS: DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S / 1e9,
     model: { name: model.name, params: model.params, type: model.type, bytes: model.bytes, bytesReadPerToken: bytesPerToken, outputTied: facts.outputTied },
     decodeBoundTokPerS: Math.round(boundTokPerS * 10) / 10,
     llamaServerDecodeTokPerS: measured,

@@ -132,7 +132,6 @@ describe('renderReport, comparisons with the hand-launched engines', () => {
       ],
       engineThreads: 2,
       bandwidthGBPerS: 40,
-      placementDefaultBandwidthGBPerS: 31,
       model: { ...model, bytesReadPerToken: 200 * 1024 ** 2 },
       decodeBoundTokPerS: 190.7,
       llamaServerDecodeTokPerS: summary(150),

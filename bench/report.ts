@@ -417,7 +417,7 @@ function physicalLimit(result: unknown, all: Record<string, unknown>): string {
     const fraction = isNum(other.tokPerS) && isNum(bound) && bound > 0 ? other.tokPerS / bound : null;
     lines.push(`- ${other.label}: ${fmt(other.tokPerS)} tok/s = ${percent(fraction)} of the bound.`);
   }
-  lines.push(`- Placement assumes ${fmt(get(result, 'placementDefaultBandwidthGBPerS'))} GB/s for a node that has not measured its bandwidth (src/placement/speed.ts).`);
+  lines.push('- Placement predicts no speed for a node that has not measured its bandwidth (src/placement/speed.ts).');
   lines.push(`- Method: ${String(get(result, 'method') ?? NA)}.`);
   lines.push('', conditions(result));
   return lines.join('\n');

@@ -12,6 +12,7 @@ import { ClusterPage } from './pages/Cluster.js';
 import { LogsPage } from './pages/Logs.js';
 import { MetricsPage } from './pages/Metrics.js';
 import { ModelsPage } from './pages/Models.js';
+import { SettingsPage } from './pages/Settings.js';
 import { saveTheme, savedTheme, systemTheme, type Theme } from './theme.js';
 
 const NAV: { page: Page; label: string }[] = [
@@ -20,6 +21,7 @@ const NAV: { page: Page; label: string }[] = [
   { page: 'chat', label: 'Chat' },
   { page: 'metrics', label: 'Metrics' },
   { page: 'logs', label: 'Logs' },
+  { page: 'settings', label: 'Settings' },
 ];
 
 function useRoute(): Route {
@@ -90,6 +92,11 @@ function Header({ page }: { page: Page }): ReactNode {
         </svg>
         Shoal
         {state && <span className="brand-node">{state.name}</span>}
+        {state && (
+          <span className="brand-version" title={`Shoal ${state.version}`} data-version={state.version}>
+            v{state.version}
+          </span>
+        )}
       </a>
       <button type="button" className="icon menu-button" aria-expanded={open} aria-controls="main-nav" aria-label="Menu" onClick={() => setOpen((o) => !o)}>
         ☰
@@ -131,6 +138,7 @@ function Body({ route }: { route: Route }): ReactNode {
       {route.page === 'chat' && <ChatPage />}
       {route.page === 'metrics' && <MetricsPage params={route.params} />}
       {route.page === 'logs' && <LogsPage params={route.params} />}
+      {route.page === 'settings' && <SettingsPage />}
     </>
   );
 }

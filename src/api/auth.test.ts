@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ShoalError } from '../common/errors.js';
-import { ApiKeys } from './auth.js';
+import { ApiKeys, apiKeyDigest } from './auth.js';
 
 const unauthorized = (error: unknown): boolean => error instanceof ShoalError && error.code === 'UNAUTHORIZED';
 
@@ -23,4 +23,23 @@ test('a missing or wrong key is UNAUTHORIZED', () => {
   assert.throws(() => keys.check({ authorization: 'Bearer k2' }), unauthorized);
   assert.throws(() => keys.check({ authorization: 'Basic k1' }), unauthorized);
   assert.throws(() => keys.check({ 'x-api-key': 'k1x' }), unauthorized);
+});
+
+test("the cluster's keys, held as digests, are accepted besides the node's own and follow every change", () => {
+  let cluster: readonly string[] = [];
+  const keys = new ApiKeys(['node-key'], () => cluster);
+  assert.doesNotThrow(() => keys.check({ authorization: 'Bearer node-key' }));
+  assert.throws(() => keys.check({ authorization: 'Bearer cluster-key' }), unauthorized);
+  cluster = [apiKeyDigest('cluster-key')];
+  assert.doesNotThrow(() => keys.check({ authorization: 'Bearer cluster-key' }));
+  assert.doesNotThrow(() => keys.check({ 'x-api-key': 'node-key' }), 'the node key still works');
+  cluster = [];
+  assert.throws(() => keys.check({ authorization: 'Bearer cluster-key' }), unauthorized, 'a removed key stops working at once');
+});
+
+test('cluster keys alone turn the check on', () => {
+  const keys = new ApiKeys([], () => [apiKeyDigest('only')]);
+  assert.equal(keys.enabled, true);
+  assert.throws(() => keys.check({}), unauthorized);
+  assert.doesNotThrow(() => keys.check({ authorization: 'Bearer only' }));
 });

@@ -5,31 +5,51 @@ import { ShoalError } from '../common/errors.js';
 /**
  * Optional API keys for inference routes. Accepts `Authorization: Bearer <key>` (OpenAI, Ollama)
  * and `x-api-key: <key>` (Anthropic). With no keys configured every caller is let in.
+ *
+ * Two sources: the node's own keys (`--api-key`, SHOAL_API_KEYS, shoal.toml) and the cluster's,
+ * which cluster state holds as SHA-256 digests (read per request, so a change applies at once).
  */
 export class ApiKeys {
   private readonly digests: Buffer[];
+  private clusterCache: { hex: readonly string[]; digests: Buffer[] } = { hex: [], digests: [] };
 
-  constructor(keys: readonly string[]) {
+  constructor(
+    keys: readonly string[],
+    private readonly clusterDigests: () => readonly string[] = () => [],
+  ) {
     // Comparing fixed-length digests keeps the check constant-time whatever the key lengths.
     this.digests = keys.filter((k) => k !== '').map(digest);
   }
 
   get enabled(): boolean {
-    return this.digests.length > 0;
+    return this.digests.length > 0 || this.clusterDigests().length > 0;
+  }
+
+  /** The node's own keys and the cluster's, as digests; the cluster's are decoded once per change. */
+  private all(): Buffer[] {
+    const hex = this.clusterDigests();
+    if (hex !== this.clusterCache.hex) this.clusterCache = { hex, digests: hex.map((h) => Buffer.from(h, 'hex')) };
+    return [...this.digests, ...this.clusterCache.digests];
   }
 
   /** Throws UNAUTHORIZED unless the request carries a configured key. */
   check(headers: IncomingHttpHeaders): void {
-    if (!this.enabled) return;
+    const known = this.all();
+    if (known.length === 0) return;
     const presented = presentedKey(headers);
     if (presented === null) {
       throw new ShoalError('UNAUTHORIZED', 'this node requires an API key: send it as "Authorization: Bearer <key>" or "x-api-key: <key>"');
     }
     const candidate = digest(presented);
     let ok = false;
-    for (const known of this.digests) ok = timingSafeEqual(known, candidate) || ok;
+    for (const digest of known) ok = timingSafeEqual(digest, candidate) || ok;
     if (!ok) throw new ShoalError('UNAUTHORIZED', 'the API key is not valid for this node');
   }
+}
+
+/** SHA-256 of a key in hex: how cluster state holds an API key (src/master/state/settings.ts). */
+export function apiKeyDigest(key: string): string {
+  return digest(key).toString('hex');
 }
 
 function digest(key: string): Buffer {

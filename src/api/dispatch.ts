@@ -11,6 +11,12 @@ export interface ModelListing {
   contextSize: number | null;
   /** GGUF facts for `/api/show`-style endpoints, once known. */
   details: { family: string; parameterSize: string | null; quantization: string | null; sizeBytes: number | null };
+  /**
+   * Memory the serving instance holds, for `/api/ps`: what placement estimated for it (one replica, or
+   * every part of a pooled instance) and the part of that on GPU backends. Null where no placement
+   * sized it (a node's own default model); absent where the dispatcher does not know.
+   */
+  memory?: { bytes: number; gpuBytes: number } | null;
 }
 
 /**

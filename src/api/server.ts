@@ -15,7 +15,9 @@ import { anthropicRoutes, sendAnthropicError } from './anthropic/routes.js';
 import { ollamaRoutes, sendOllamaError } from './ollama/routes.js';
 import { openAIRoutes, sendOpenAIError } from './openai/routes.js';
 import type { NodeControl } from './control/control.js';
-import { controlRoutes, sendControlError } from './control/routes.js';
+import { controlRoutes, sendControlError, type AdminToken } from './control/routes.js';
+import { registerCors } from './cors.js';
+import { settingsRoutes, type SettingsControl } from './control/settings-routes.js';
 import { modelsRoutes } from './control/models-routes.js';
 import type { ModelsControl } from './control/models-port.js';
 import type { PlacementControl } from './control/placement-port.js';
@@ -39,7 +41,11 @@ export interface ServerOptions {
   apiKeys?: readonly string[];
   /** The node's control surface (cluster state and membership), behind the admin token. */
   control: NodeControl;
-  adminToken: string;
+  adminToken: AdminToken;
+  /** This node's browser origins allowed on inference routes (`--cors-origin`), besides loopback ones and the cluster's. */
+  corsOrigins?: readonly string[];
+  /** Cluster-wide settings (GET/PUT /settings; their API keys and origins apply here), and the admin token's rotation. */
+  settings?: SettingsControl & { rotateAdminToken: () => Promise<string> };
   /** Models on disk (hub search, cards, downloads, storage), behind the same admin token. */
   models?: ModelsControl;
   /** Placing and ending model instances, behind the same admin token. */
@@ -48,7 +54,7 @@ export interface ServerOptions {
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 /** URL prefixes of Shoal's own control API, answered in its error shape. */
-const CONTROL_PREFIXES = ['/state', '/cluster/', '/models', '/store/', '/place_instance', '/instance/', '/metrics/', '/logs', '/events'];
+const CONTROL_PREFIXES = ['/state', '/settings', '/token/', '/cluster/', '/models', '/store/', '/place_instance', '/instance/', '/metrics/', '/logs', '/events'];
 /** Oversized bodies up to this size are read and discarded so the client gets its 413. */
 export const MAX_DRAINED_BODY_BYTES = 64 * 1024 * 1024;
 /** How long an oversized upload may take to drain before the 413 goes out anyway. */
@@ -83,7 +89,13 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   });
   limitConnections(app.server);
   installJsonParser(app);
-  const familyOptions: FamilyOptions = { dispatcher: options.dispatcher, apiKeys: new ApiKeys(options.apiKeys ?? []) };
+  const settings = options.settings;
+  const familyOptions: FamilyOptions = { dispatcher: options.dispatcher, apiKeys: new ApiKeys(options.apiKeys ?? [], () => settings?.get().apiKeyDigests ?? []) };
+  registerCors(app, {
+    origins: options.corsOrigins ?? [],
+    clusterOrigins: () => settings?.get().corsOrigins ?? [],
+    refuse: (request, reply, error) => familyFor(request.url).sendError(reply, error),
+  });
 
   // A client still uploading an oversized body would see its connection reset (EPIPE) instead of the
   // 413, so a moderately large body is read to its end (and discarded) before the answer goes out.
@@ -108,11 +120,13 @@ export function buildServer(options: ServerOptions): FastifyInstance {
 
   void app.register(controlRoutes, { control: options.control, adminToken: options.adminToken });
   if (options.models) void app.register(modelsRoutes, { models: options.models, adminToken: options.adminToken });
+  if (settings) void app.register(settingsRoutes, { settings, rotateAdminToken: settings.rotateAdminToken, adminToken: options.adminToken });
   if (options.placement) void app.register(placementRoutes, { placement: options.placement, adminToken: options.adminToken });
   families.push({ owns: (url) => CONTROL_PREFIXES.some((prefix) => url.startsWith(prefix)), sendError: sendControlError, errorBody: controlErrorBody });
   void app.register(anthropicRoutes, familyOptions);
   families.push({ owns: (url) => url.startsWith('/v1/messages'), sendError: sendAnthropicError, errorBody: (error) => toAnthropicError(error).body });
-  void app.register(ollamaRoutes, familyOptions);
+  // Ollama's /api/pull and /api/delete manage models on disk, with the access the /models routes have.
+  void app.register(ollamaRoutes, { ...familyOptions, adminToken: options.adminToken, ...(options.models ? { models: options.models } : {}) });
   families.push({ owns: (url) => url.startsWith('/api/'), sendError: sendOllamaError, errorBody: (error) => toOllamaError(error).body });
   void app.register(openAIRoutes, familyOptions);
   void app.register(responsesRoutes, familyOptions);

@@ -16,6 +16,11 @@ export function generateTask(
       seed: fields.sampling?.seed ?? null,
       presencePenalty: fields.sampling?.presencePenalty ?? 0,
       frequencyPenalty: fields.sampling?.frequencyPenalty ?? 0,
+      // Off unless set: only the Ollama family exposes llama.cpp's own samplers.
+      ...(fields.sampling?.topK !== undefined ? { topK: fields.sampling.topK } : {}),
+      ...(fields.sampling?.minP !== undefined ? { minP: fields.sampling.minP } : {}),
+      ...(fields.sampling?.repeatPenalty !== undefined ? { repeatPenalty: fields.sampling.repeatPenalty } : {}),
+      ...(fields.sampling?.repeatLastN !== undefined ? { repeatLastN: fields.sampling.repeatLastN } : {}),
     },
     stop: fields.stop ?? [],
     tools: fields.tools ?? [],

@@ -5,7 +5,7 @@ import { readRunFiles } from '../node/run-files.js';
 /** Talks to the local node that runs from a data dir, on loopback, with this start's admin token. */
 export interface NodeClient {
   baseUrl: string;
-  call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T>;
+  call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown): Promise<T>;
 }
 
 /** How long a CLI command waits for its node before saying it does not answer. */
@@ -17,7 +17,7 @@ export async function connectToNode(dataDirFlag: string | undefined): Promise<No
   const baseUrl = `http://127.0.0.1:${info.apiPort}`;
   return {
     baseUrl,
-    async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+    async call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown): Promise<T> {
       let res: Response;
       try {
         res = await fetch(`${baseUrl}${path}`, {

@@ -1,9 +1,8 @@
-import { parseArgs } from 'node:util';
+import { parseArgs } from './args.js';
 import { isShoalError } from '../common/errors.js';
-import { resolveDataDir } from '../common/paths.js';
 import type { StatusView } from '../api/control/control.js';
-import { readRunFiles } from '../node/run-files.js';
 import { connectToNode } from './client.js';
+import { nodeNamer, psRows, table } from './ps.js';
 
 /**
  * The CLI commands that talk to a running node: each is a thin call to one control route on
@@ -15,14 +14,10 @@ const COMMANDS: Record<string, { usage: string; positionals: [number, number]; r
     usage: 'shoal status [--json]',
     positionals: [0, 0],
     run: async (_args, dataDir, json) => {
-      const status = await (await connectToNode(dataDir)).call<StatusView>('GET', '/state');
-      return json ? status : formatStatus(status);
+      const client = await connectToNode(dataDir);
+      const status = await client.call<StatusView>('GET', '/state');
+      return json ? status : formatStatus(status, client.baseUrl);
     },
-  },
-  token: {
-    usage: 'shoal token',
-    positionals: [0, 0],
-    run: async (_args, dataDir) => (await readRunFiles(resolveDataDir(dataDir))).token,
   },
   invite: {
     usage: 'shoal invite <nodeId|name> | shoal invite --code',
@@ -137,28 +132,43 @@ export async function clusterCommand(name: string, argv: string[]): Promise<numb
   }
 }
 
-function formatStatus(s: StatusView): string {
+function cluster(s: StatusView, name: (nodeId: string) => string): string {
+  if (s.role === 'standalone' || s.members.length === 0) return 'none: this node is standalone';
+  // The first launch founds a cluster of one silently: to its operator the node is still alone.
+  if (s.members.length === 1) return 'this node alone (a cluster of one)';
+  return `${s.members.length} members, master ${s.masterId === null ? 'not elected yet' : name(s.masterId)}`;
+}
+
+/** The node and its cluster as a person reads them: names and URLs; ids only where no name is known. */
+export function formatStatus(s: StatusView, baseUrl: string): string {
+  const name = nodeNamer(s);
+  const self = s.members.find((m) => m.isSelf);
+  const health = (h: StatusView['health']): string => `${h.level}${h.reasons.map((r) => `\n    - ${r.text} (${r.remediation})`).join('')}`;
   const lines = [
-    `Node      ${s.name} (${s.nodeId})`,
-    `Print     ${s.fingerprint}`,
-    `Cluster   ${s.clusterId ?? 'none (standalone)'}`,
-    `Master    ${s.masterId ?? '-'}   term ${s.term}   log ${s.lastIdx}   state ${s.stateHash.slice(0, 12)}`,
-    `Health    ${s.health.level}${s.health.reasons.map((r) => `\n          - ${r.text} (${r.remediation})`).join('')}`,
+    `Node         ${self?.nickname ?? s.name}${self?.nickname ? ` (${s.name})` : ''}, fingerprint ${s.fingerprint}, Shoal ${s.version}`,
+    `API          ${baseUrl}/v1 (OpenAI, Anthropic), ${baseUrl}/api (Ollama)${s.apiKeyRequired ? '; needs an API key' : ''}`,
+    `Dashboard    ${baseUrl}/`,
+    `Health       ${health(s.health)}`,
+    `Cluster      ${cluster(s, name)}`,
   ];
-  if (s.members.length > 0) {
+  if (s.members.length > 1) {
     lines.push('', 'Members:');
-    for (const m of s.members) {
+    const rows = s.members.map((m) => {
       const tags = [m.isSelf ? 'this node' : '', m.isMaster ? 'master' : '', m.hostPreferred ? 'preferred host' : ''].filter(Boolean).join(', ');
-      lines.push(`  ${m.nickname ?? m.name}  ${m.fingerprint}  ${m.health.level}${tags ? `  [${tags}]` : ''}`);
-    }
+      return [`  ${m.nickname ?? m.name}`, m.health.level, tags];
+    });
+    lines.push(table(['  NAME', 'HEALTH', ''], rows));
   }
+  const rows = psRows(s);
+  lines.push('', rows.length === 0 ? 'Models: none runs (place one with `shoal launch <model>`)' : 'Models and instances (details: shoal ps):');
+  for (const r of rows) lines.push(`  ${r.model}  ${r.instance} on ${r.node}${r.role === 'full' ? '' : ` (${r.role})`}: ${r.state}`);
   if (s.discovered.length > 0) {
     lines.push('', 'Nodes on this network (not members):');
-    for (const d of s.discovered) lines.push(`  ${d.name}  ${d.fingerprint}  ${d.nodeId}   -> shoal invite ${d.name}`);
+    for (const d of s.discovered) lines.push(`  ${d.name}  fingerprint ${d.fingerprint}   -> shoal invite ${d.name}`);
   }
   if (s.invitations.length > 0) {
     lines.push('', 'Invitations waiting for your approval (compare the fingerprint with the inviter):');
-    for (const i of s.invitations) lines.push(`  ${i.id}  from ${i.fromName}  ${i.fingerprint}  until ${i.expiresAt}   -> shoal approve ${i.id}`);
+    for (const i of s.invitations) lines.push(`  ${i.id}  from ${i.fromName}  fingerprint ${i.fingerprint}  until ${i.expiresAt}   -> shoal approve ${i.id}`);
   }
   return lines.join('\n');
 }

@@ -1,7 +1,7 @@
 // `shoal doctor [--fix] [--json]`: checks this machine for running a Shoal node (hardware, backends,
 // engines, model storage) and, with --fix, creates missing directories and builds missing engines.
 
-import { parseArgs } from 'node:util';
+import { parseArgs } from './args.js';
 import { physicalCoreCount } from '../common/cpu.js';
 import { isShoalError } from '../common/errors.js';
 import { resolveDataDir } from '../common/paths.js';

@@ -1,22 +1,29 @@
-import { parseArgs } from 'node:util';
+import { parseArgs } from './args.js';
 import { isShoalError, ShoalError } from '../common/errors.js';
 import { resolveDataDir } from '../common/paths.js';
-import type { LogEntry, LogPage } from '../dashboard/log-ring.js';
+import { logsDir, readLogTail } from '../common/log-file.js';
+import { entryOfFileLine, LOG_HISTORY_MAX_LINES, LOG_PAGE_MAX_LINES, type LogEntry, type LogPage } from '../dashboard/log-ring.js';
+import type { LogHistory } from '../dashboard/logs.js';
 import { readRunFiles } from '../node/run-files.js';
 import { connectToNode } from './client.js';
 
 const USAGE = `Usage: shoal logs [<node>] [--follow] [--json] [--lines <n>] [--data-dir <dir>]
 
 Prints a node's recent log lines: this node's, or a member's by node id, name or nickname.
+When this node is not running, prints the last lines of its log file (<data-dir>/logs/shoal.log).
 
 Options:
   -f, --follow       keep printing new lines as they come (Ctrl-C stops)
   --json             one JSON object per line instead of readable text
-  -n, --lines <n>    how many recent lines to print first (default 100, at most 500)
+  -n, --lines <n>    how many recent lines to print first (default 100, at most 2000; more than
+                     the node keeps in memory come from its log file, across restarts)
   --data-dir <dir>   the data dir of the local node to ask (default as for 'shoal run')`;
 
+/** A line of the ring (numbered) or of the log file (not). */
+type ShownEntry = LogEntry | Omit<LogEntry, 'seq'>;
+
 const DEFAULT_LINES = 100;
-const MAX_LINES = 500;
+const MAX_LINES = LOG_HISTORY_MAX_LINES;
 
 export async function logsCommand(argv: string[]): Promise<number> {
   let parsed;
@@ -50,25 +57,44 @@ export async function logsCommand(argv: string[]): Promise<number> {
   const node = positionals[0];
   const json = values.json === true;
   const color = !json && process.stdout.isTTY === true && process.env.NO_COLOR === undefined;
-  const print = (entry: LogEntry): void => {
+  const print = (entry: ShownEntry): void => {
     process.stdout.write(`${json ? JSON.stringify(entry) : formatEntry(entry, color)}\n`);
   };
 
   try {
     const client = await connectToNode(values['data-dir']);
-    const query = new URLSearchParams({ limit: String(lines), ...(node === undefined ? {} : { node }) });
-    const page = await client.call<LogPage & { node: { nodeId: string; name: string } }>('GET', `/logs?${query.toString()}`);
+    // The ring's page when it can hold that many, else the log file's history (which also says where following goes on).
+    const query = new URLSearchParams({ ...(lines > LOG_PAGE_MAX_LINES ? { history: String(lines) } : { limit: String(lines) }), ...(node === undefined ? {} : { node }) });
+    const page = await client.call<LogPage | LogHistory>('GET', `/logs?${query.toString()}`);
     for (const entry of page.entries) print(entry);
     if (values.follow !== true) return 0;
     return await follow(values['data-dir'], node, page.lastSeq, print);
   } catch (error) {
+    // NOT_FOUND: no run files, or a node that does not answer (stopped, crashed): this node's file still has its lines.
+    if (node === undefined && isShoalError(error) && error.code === 'NOT_FOUND') return printFromFile(resolveDataDir(values['data-dir']), lines, values.follow === true, error.message, print);
     console.error(isShoalError(error) ? error.message : (error as Error).message);
     return 1;
   }
 }
 
+/** A stopped node's last lines, read from its log file. */
+async function printFromFile(dataDir: string, lines: number, following: boolean, why: string, print: (entry: ShownEntry) => void): Promise<number> {
+  const dir = logsDir(dataDir);
+  // No byte budget here (nothing crosses a frame), but each line is cut as the ring cuts it.
+  const raw = await readLogTail(dir, { maxLines: lines, maxBytes: Number.POSITIVE_INFINITY });
+  if (raw.length === 0) {
+    console.error(`${why}; and it has no log file yet (${dir})`);
+    return 1;
+  }
+  console.error(`(no node answers from ${dataDir}: its last ${raw.length} log lines, from ${dir})`);
+  for (const line of raw) print(entryOfFileLine(line));
+  if (!following) return 0;
+  console.error(`nothing to follow: ${why}`);
+  return 1;
+}
+
 /** Follows `/logs/stream` from `since` until Ctrl-C (0) or the node goes away (1). */
-async function follow(dataDirFlag: string | undefined, node: string | undefined, since: number, print: (entry: LogEntry) => void): Promise<number> {
+async function follow(dataDirFlag: string | undefined, node: string | undefined, since: number, print: (entry: ShownEntry) => void): Promise<number> {
   const dataDir = resolveDataDir(dataDirFlag);
   const { info, token } = await readRunFiles(dataDir);
   const query = new URLSearchParams({ since: String(since), ...(node === undefined ? {} : { node }) });
@@ -149,7 +175,7 @@ function printable(text: string): string {
 }
 
 /** `2025-06-01 14:03:07.123 INFO  [api] message key=value`, in local time. */
-export function formatEntry(entry: LogEntry, color: boolean): string {
+export function formatEntry(entry: ShownEntry, color: boolean): string {
   const d = new Date(entry.time);
   const pad = (n: number, w = 2): string => String(n).padStart(w, '0');
   const time = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;

@@ -1,24 +1,98 @@
 #!/usr/bin/env node
 import '../polyfill.js';
 import { errorMessage } from '../common/errors.js';
+import { unknownCommandMessage, unknownOptionMessage } from './args.js';
 
 const USAGE = `Usage: shoal <command> [options]
 
-Commands:
-  run                 start a node (API on --api-port, default 52600)
-  models generate     write a random-weight GGUF model (for tests and benchmarks)
+Start a node, serve a model:
+  run                 start a node (API and dashboard on --api-port, default 52600)
+  launch <model>      add, download and place a model in one step (a hub repo, a card id or a .gguf)
+  ps                  what runs where: models, instances, nodes, memory, slots, context
+  chat [<model>]      an interactive chat with a served model, in the terminal
+  pull <model>        download a model (same as 'shoal models pull')
+  rm <model>          remove a model (same as 'shoal models rm')
+
+Models:
   models search|add|pull|ls|rm
                       find GGUF models on the hub, add their cards, download, list and remove them
   models launch <model> [--replicas N] [--parallel N] [--context N] [--exclude node]... [--dry-run]
                       place a model on the cluster (one node, replicas, or split); preview with --dry-run
   models stop <instance>
                       stop a placed instance
-  doctor              check this machine (hardware, backends, engines, storage); --fix repairs
-  logs [<node>] [-f]  print (and follow) a node's recent log lines: this node's or a member's
-  status, token, invite, join, approve, decline, remove, leave, dissolve, nickname, make-host
-                      talk to the node running from --data-dir (see 'shoal <command> --help')
+  models generate     write a random-weight GGUF model (for tests and benchmarks)
 
-Run 'shoal <command> --help' for a command's options.`;
+The node and its cluster:
+  status              this node: its URLs, health, cluster members, models and instances
+  logs [<node>] [-f]  print (and follow) a node's recent log lines: this node's or a member's
+  doctor              check this machine (hardware, backends, engines, storage); --fix repairs
+  service install|uninstall|status
+                      run the node as a systemd (Linux) or launchd (macOS) service
+  config get|set      cluster-wide settings: API keys, allowed web origins, launch defaults
+  token [--rotate]    the node's admin token (stable across restarts), or a new one
+  invite, join, approve, decline, remove, leave, dissolve, nickname, make-host
+                      cluster membership, through the node running from --data-dir
+
+  -v, --version       print Shoal's version (and git commit)
+  -h, --help          show this help
+
+Run 'shoal <command> --help' (or 'shoal help <command>') for a command's options.`;
+
+const MODELS_USAGE = `Usage: shoal models <command> [options]
+
+Commands:
+  search <query>      find GGUF models on the Hugging Face hub
+  add <model>         add a model's card (owner/name[:QUANT], a hub URL)
+  pull <model>        download a model (a hub repo not added yet is added first)
+  ls                  the models this node knows, and the placed instances
+  rm <model>          remove a model's files and card
+  launch <model>      place a model on the cluster
+  stop <instance>     stop a placed instance
+  approve <instance>  approve the downloads a placed instance waits for
+  generate            write a random-weight GGUF model (for tests and benchmarks)
+
+Run 'shoal models <command> --help' for a command's options.`;
+
+const VERSION_USAGE = `Usage: shoal --version   (or shoal version)
+
+Prints Shoal's version and, when it runs from a git checkout, the commit.`;
+
+const MODELS_SUBCOMMANDS = ['search', 'add', 'pull', 'ls', 'rm', 'launch', 'stop', 'approve', 'generate'];
+const CLUSTER_COMMANDS = ['status', 'token', 'invite', 'join', 'approve', 'decline', 'remove', 'leave', 'dissolve', 'nickname', 'make-host'];
+const COMMANDS = ['config', 'run', 'launch', 'ps', 'chat', 'pull', 'rm', 'models', 'doctor', 'logs', 'service', 'version', 'help', ...CLUSTER_COMMANDS];
+const TOP_OPTIONS = ['--help', '-h', '--version', '-v'];
+
+const isHelp = (arg: string | undefined): boolean => arg === '--help' || arg === '-h' || arg === 'help';
+
+async function models(args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  switch (sub) {
+    case 'generate':
+      return (await import('./models-generate.js')).modelsGenerateCommand(rest);
+    case 'launch':
+      return (await import('./launch.js')).launchCommand(rest);
+    case 'stop':
+      return (await import('./instance-commands.js')).stopCommand(rest);
+    case 'approve':
+      return (await import('./instance-commands.js')).approveCommand(rest);
+    case 'search':
+    case 'add':
+    case 'pull':
+    case 'ls':
+    case 'rm':
+      return (await import('./models-commands.js')).modelsCommand(sub, rest);
+    case undefined:
+      console.error(MODELS_USAGE);
+      return 2;
+    default:
+      if (isHelp(sub)) {
+        console.log(MODELS_USAGE);
+        return 0;
+      }
+      console.error(`${unknownCommandMessage('models command', sub, MODELS_SUBCOMMANDS)}\n\n${MODELS_USAGE}`);
+      return 2;
+  }
+}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -26,39 +100,49 @@ async function main(argv: string[]): Promise<number> {
     // Each command loads only its own modules, so `shoal --help` and small commands start fast.
     case 'run':
       return (await import('./run.js')).runCommand(rest);
-    case 'models': {
-      const [sub, ...args] = rest;
-      if (sub === 'generate') return (await import('./models-generate.js')).modelsGenerateCommand(args);
-      if (sub === 'launch') return (await import('./instance-commands.js')).launchCommand(args);
-      if (sub === 'stop') return (await import('./instance-commands.js')).stopCommand(args);
-      if (sub === 'search' || sub === 'add' || sub === 'pull' || sub === 'ls' || sub === 'rm') return (await import('./models-commands.js')).modelsCommand(sub, args);
-      console.error(`unknown models command '${sub ?? ''}'. Commands: generate, search, add, pull, ls, rm, launch, stop (see 'shoal models <command> --help')`);
-      return 2;
-    }
+    case 'launch':
+      return (await import('./launch.js')).launchCommand(rest);
+    case 'ps':
+      return (await import('./ps.js')).psCommand(rest);
+    case 'chat':
+      return (await import('./chat.js')).chatCommand(rest);
+    case 'pull':
+    case 'rm':
+      return (await import('./models-commands.js')).modelsCommand(command, rest);
+    case 'models':
+      return models(rest);
     case 'doctor':
       return (await import('./doctor.js')).doctorCommand(rest);
     case 'logs':
       return (await import('./logs.js')).logsCommand(rest);
-    case 'status':
+    case 'service':
+      return (await import('./service.js')).serviceCommand(rest);
+    case 'config':
+      return (await import('./config.js')).configCommand(rest);
     case 'token':
-    case 'invite':
-    case 'join':
-    case 'approve':
-    case 'decline':
-    case 'remove':
-    case 'leave':
-    case 'dissolve':
-    case 'nickname':
-    case 'make-host':
-      return (await import('./cluster-commands.js')).clusterCommand(command, rest);
+      return (await import('./config.js')).tokenCommand(rest);
+    case 'version':
+    case '--version':
+    case '-v':
+      if (rest.some(isHelp)) {
+        console.log(VERSION_USAGE);
+        return 0;
+      }
+      console.log((await import('./version.js')).versionText());
+      return 0;
     case undefined:
+      console.error(USAGE);
+      return 2;
     case 'help':
     case '--help':
     case '-h':
+      // `shoal help models pull` is `shoal models pull --help`.
+      if (command === 'help' && rest.length > 0) return main([...rest, '--help']);
       console.log(USAGE);
-      return command === undefined ? 2 : 0;
+      return 0;
     default:
-      console.error(`unknown command '${command}'\n\n${USAGE}`);
+      if (CLUSTER_COMMANDS.includes(command)) return (await import('./cluster-commands.js')).clusterCommand(command, rest);
+      console.error(`${command.startsWith('-') ? unknownOptionMessage(command, TOP_OPTIONS) : unknownCommandMessage('command', command, COMMANDS)}\nRun 'shoal --help' for the commands.`);
       return 2;
   }
 }

@@ -1,8 +1,12 @@
-import { parseArgs } from 'node:util';
-import { isShoalError } from '../common/errors.js';
+import { parseArgs } from './args.js';
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { resolve } from 'node:path';
+import { isShoalError, ShoalError } from '../common/errors.js';
 import { formatBytes } from '../common/format-bytes.js';
+import { matchModelName } from '../models/model-name.js';
 import { renderProgressLine } from '../models/store/progress.js';
-import type { AddResult, DownloadView, ModelListView, ModelView, RemoveResult, SearchView } from '../models/views.js';
+import type { AddFileResult, AddResult, DownloadView, ModelListView, ModelView, RemoveResult, SearchView } from '../models/views.js';
 import { connectToNode, type NodeClient } from './client.js';
 import { instancesText } from './instance-commands.js';
 
@@ -47,11 +51,18 @@ const SUBS: Record<string, Sub> = {
     },
   },
   add: {
-    usage: 'shoal models add <owner/repo>[:<file>|:<quant>] [--revision <sha|branch>] [--pull] [--json]',
+    usage: 'shoal models add <owner/repo>[:<file>|:<quant>] | <./file.gguf> [--revision <sha|branch>] [--pull] [--json]',
     positionals: [1, 1],
     options: { ...COMMON, revision: { type: 'string' }, pull: { type: 'boolean' } },
     run: async (p) => {
       const client = await connectToNode(p.dataDir);
+      const file = localFilePath(p.positionals[0] as string);
+      if (file !== null) {
+        if (p.revision !== undefined || p.pull) throw new ShoalError('BAD_REQUEST', '--revision and --pull are for hub repos: a local file is added as it is, nothing to download');
+        const added = await client.call<AddFileResult>('POST', '/models/add-file', { path: file });
+        print(p.json ? added : formatAddFile(added));
+        return 0;
+      }
       const body: Record<string, unknown> = { ...splitSpec(p.positionals[0] as string), ...(p.revision ? { revision: p.revision } : {}), ...(p.pull ? { pull: true } : {}) };
       const result = await client.call<AddResult>('POST', '/models/add', body);
       if (!result.download) {
@@ -63,12 +74,26 @@ const SUBS: Record<string, Sub> = {
     },
   },
   pull: {
-    usage: 'shoal models pull <id> [--json]',
+    usage: 'shoal models pull <model> [--json]   (a model id, a short name, or a hub repo owner/name[:QUANT], added first when new)',
     positionals: [1, 1],
     options: COMMON,
     run: async (p) => {
       const client = await connectToNode(p.dataDir);
-      const { download, joined } = await client.call<{ download: DownloadView; joined: boolean }>('POST', '/models/pull', { id: p.positionals[0] });
+      const spec = p.positionals[0] as string;
+      const id = await knownModel(client, spec);
+      if (id === null) {
+        // As Ollama's pull (and /api/pull): a hub repo this node has no card for is added, then pulled.
+        const ref = splitSpec(spec);
+        if (!HUB_REPO.test(ref.repo)) throw new ShoalError('NOT_FOUND', `no model '${spec}' on this node (see 'shoal models ls'): name a model id or a hub repo owner/name[:QUANT] (find one with 'shoal models search ${spec}')`);
+        const result = await client.call<AddResult>('POST', '/models/add', { ...ref, pull: true });
+        if (!result.download) {
+          print(p.json ? result : formatAdd(result, false));
+          return 0;
+        }
+        if (!p.json) process.stdout.write(`${formatAdd(result, true)}\n`);
+        return follow(client, result.download, p.json);
+      }
+      const { download, joined } = await client.call<{ download: DownloadView; joined: boolean }>('POST', '/models/pull', { id });
       if (joined && !p.json) process.stderr.write(`joining the download of ${download.modelId} already under way (${download.id})\n`);
       return follow(client, download, p.json);
     },
@@ -84,12 +109,15 @@ const SUBS: Record<string, Sub> = {
     },
   },
   rm: {
-    usage: 'shoal models rm <id> [--json]',
+    usage: 'shoal models rm <model> [--json]   (a model id or a short name: owner/name, name)',
     positionals: [1, 1],
     options: COMMON,
     run: async (p) => {
-      const id = p.positionals[0] as string;
-      const result = await (await connectToNode(p.dataDir)).call<RemoveResult>('DELETE', `/models/${encodeURI(id)}`);
+      const client = await connectToNode(p.dataDir);
+      const spec = p.positionals[0] as string;
+      // An unknown name goes to the node as typed: its NOT_FOUND says what it knows.
+      const id = (await knownModel(client, spec)) ?? spec;
+      const result = await client.call<RemoveResult>('DELETE', `/models/${encodeURI(id)}`);
       const parts = [result.removedFiles ? `freed ${formatBytes(result.freedBytes)}` : 'no files were on disk', result.cardFile ? `deleted its card ${result.cardFile}` : ''];
       print(p.json ? result : `Removed ${result.id}: ${parts.filter(Boolean).join('; ')}.`);
       return 0;
@@ -99,8 +127,33 @@ const SUBS: Record<string, Sub> = {
 
 export const MODELS_SUBCOMMANDS = Object.keys(SUBS);
 
+/** `owner/name`, as the hub spells a repo. */
+export const HUB_REPO = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/**
+ * The id of the model `spec` names among this node's, with the short names 'shoal launch' takes
+ * (owner/name for its one quant, the name without its owner); null when none; an error when several.
+ */
+async function knownModel(client: NodeClient, spec: string): Promise<string | null> {
+  const view = await client.call<ModelListView>('GET', '/models');
+  const match = matchModelName(spec, view.models.map((m) => m.id));
+  if (match.kind === 'ambiguous') throw new ShoalError('BAD_REQUEST', `'${spec}' names ${match.choices.length} models on this node: ${match.choices.join(', ')}. Name one of them by its id`);
+  return match.kind === 'found' ? match.id : null;
+}
+
 function print(out: unknown): void {
   console.log(typeof out === 'string' ? out : JSON.stringify(out, null, 2));
+}
+
+/**
+ * The absolute path `spec` names when it names a file rather than a model id or hub repo: it starts
+ * with `./`, `../`, `/` or `~/`, or it ends in .gguf and exists (`owner/name:file.gguf` is a hub file).
+ */
+export function localFilePath(spec: string): string | null {
+  const home = /^~[\\/]/.test(spec);
+  const path = home ? resolve(homedir(), spec.slice(2)) : resolve(spec);
+  if (home || /^(\.{1,2}[\\/]|[\\/])/.test(spec)) return path;
+  return /\.gguf$/i.test(spec) && !/^[^\s:/]+\/[^\s:/]+:/.test(spec) && existsSync(path) ? path : null;
 }
 
 /** `owner/name:Q4_K_M` -> quant, `owner/name:x.gguf` -> file; anything else (URLs, paths) goes to the node as it is. */
@@ -166,8 +219,9 @@ function plainLine(d: DownloadView): string {
 /**
  * Polls the download until it ends: a redrawn bar on a terminal, a line per 10 % otherwise (both on
  * stderr, so --json output stays clean). Ctrl-C cancels the download on the node; a second one quits.
+ * `summary` false: no closing line (nor the JSON of the download), for a command that goes on.
  */
-async function follow(client: NodeClient, start: DownloadView, json: boolean): Promise<number> {
+export async function follow(client: NodeClient, start: DownloadView, json: boolean, summary = true): Promise<number> {
   const tty = process.stderr.isTTY === true;
   let current = start;
   let cancelling = false;
@@ -212,9 +266,9 @@ async function follow(client: NodeClient, start: DownloadView, json: boolean): P
     process.off('SIGINT', onSigint);
     if (drawn) process.stderr.write('\n');
   }
-  if (json) print(current);
+  if (json && summary) print(current);
   if (current.state === 'done') {
-    if (!json) {
+    if (!json && summary) {
       const fetched = current.fetchedBytes > 0 ? `fetched ${formatBytes(current.fetchedBytes)}` : 'already on disk, nothing fetched';
       console.log(`Pulled ${current.modelId} (${formatBytes(current.totalBytes)}, ${current.files.length} file${current.files.length === 1 ? '' : 's'}, verified; ${fetched}).\nFile: ${current.path ?? '?'}`);
     }
@@ -249,6 +303,15 @@ function formatSearch(view: SearchView): string {
   return lines.join('\n').trimEnd();
 }
 
+function formatAddFile(r: AddFileResult): string {
+  const how = r.file.stored === 'linked' ? 'hard-linked into the store (same filesystem, no second copy)' : r.file.stored === 'copied' ? 'copied into the store (another filesystem)' : 'already in the store';
+  return [
+    `${r.created ? 'Added' : 'Updated'} ${r.card.id}: ${r.file.path}, ${formatBytes(r.file.bytes)}, ${how}.`,
+    `Card: ${r.cardFile}`,
+    `Serve it with: shoal launch ${r.card.id}`,
+  ].join('\n');
+}
+
 function formatAdd(r: AddResult, pulling: boolean): string {
   const lines = [
     `${r.created ? 'Added' : 'Updated'} ${r.card.id}: ${r.hub.file}${r.hub.files.length > 1 ? ` (+${r.hub.files.length - 1} shards)` : ''}, ${formatBytes(r.hub.bytes)}, ${r.hub.repo} at commit ${r.hub.revision.slice(0, 12)}${r.hub.chosen === 'default' ? ' (default quantization)' : ''}.`,
@@ -264,6 +327,7 @@ function sourceText(m: ModelView): string {
   if (!s) return '-';
   if (s.kind === 'builtin') return 'built-in (generated on use)';
   if (s.kind === 'file') return s.path;
+  if (s.kind === 'local') return `file ${s.imported_from}`;
   return `${s.repo}@${s.revision.slice(0, 12)} ${s.file}`;
 }
 

@@ -3,7 +3,7 @@
 
 import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs } from './args.js';
 import { countParams, formatCount, generateRandomModel, GgufSpecError, modelSpecForParams } from '../models/generate/random-model.js';
 
 const USAGE = `usage: shoal models generate --params <N> --out <file> [--type f16|q8_0|q4_0|f32] [--seed N] [--name NAME]

@@ -1,9 +1,12 @@
-import { parseArgs } from 'node:util';
-import { isShoalError } from '../common/errors.js';
+import { parseArgs } from './args.js';
+import { diskFullError, isShoalError } from '../common/errors.js';
 import { physicalCoreCount } from '../common/cpu.js';
 import { createLogger } from '../common/log.js';
+import { logsDir, RotatingLogFile } from '../common/log-file.js';
 import { resolveDataDir } from '../common/paths.js';
 import { startNode } from '../node/node.js';
+import { CORS_ORIGINS_ENV, parseCorsOrigins } from '../api/cors.js';
+import { mergeConfig, readConfigFile } from './config-file.js';
 import { parseEngineRequest } from '../worker/default-engine.js';
 import { LogRing } from '../dashboard/log-ring.js';
 import { GpuChoice, MAX_CONTEXT_TOKENS, MAX_SEQUENCES, MAX_THREADS } from '../worker/runner/protocol.js';
@@ -25,17 +28,26 @@ Options:
   --engine <auto|llama_server|llama_cpp> what serves the default model (default auto, also SHOAL_ENGINE):
                            llama-server when \`shoal doctor --fix\` built it and no GPU is in use,
                            else node-llama-cpp in a runner child; llama_cpp forces the in-process engine
-  --context-size <tokens>  context per concurrent request (default 4096, capped at the model's)
-  --parallel <n>           concurrent requests per instance, batched together (default 8)
+  --context-size <tokens>  the default model's context per concurrent request (default 4096, capped
+                           at the model's); placed instances size theirs at launch
+  --parallel <n>           the default model's concurrent requests, batched together (default 8);
+                           placed instances size theirs at launch
   --memory-budget <size>   most memory placement may use on this node, e.g. 6GiB or 512MiB
                            (default: whatever is available); keeps room for other work
   --p2p-port <port>        cluster (libp2p) port (default 52601)
   --no-mdns                do not look for other nodes on the LAN by mDNS
-  --bootstrap <multiaddr>  dial this address at start (repeatable), for networks mDNS does not reach
+  --bootstrap <multiaddr>  dial this node at start (repeatable), for networks mDNS does not reach; the
+                           multiaddr must end in /p2p/<peerId> (\`shoal status --json\` there lists them: addrs)
   --headless               serve the API only, without the dashboard web app at /
   --api-key <key>          require this key on every /v1 and /api route (repeatable; also SHOAL_API_KEYS,
                            comma-separated). Default: no key needed
-  -h, --help               show this help`;
+  --cors-origin <origin>   let web pages from this origin call /v1 and /api (repeatable; also
+                           SHOAL_CORS_ORIGINS, comma-separated; * for any). Default: loopback origins only
+  -h, --help               show this help
+
+Every option but --data-dir can also be set in shoal.toml in the data dir, under its flag's name
+(api-port = 8080, api-key = ["k1"], no-mdns = true); a flag wins over the environment, the
+environment over the file. Cluster-wide settings: 'shoal config'.`;
 
 /** Milliseconds a stop may take before the process exits anyway. */
 const STOP_DEADLINE_MS = 4500;
@@ -60,30 +72,57 @@ export function parseSize(name: string, value: string): number {
   return bytes;
 }
 
+/** `shoal run`'s flags; shoal.toml takes the same names as keys (config-file.ts). */
+const RUN_FLAGS = {
+  'api-port': { type: 'string' },
+  host: { type: 'string' },
+  'data-dir': { type: 'string' },
+  name: { type: 'string' },
+  threads: { type: 'string' },
+  'default-model': { type: 'string' },
+  gpu: { type: 'string' },
+  engine: { type: 'string' },
+  'context-size': { type: 'string' },
+  parallel: { type: 'string' },
+  'api-key': { type: 'string', multiple: true },
+  'p2p-port': { type: 'string' },
+  'memory-budget': { type: 'string' },
+  'no-mdns': { type: 'boolean' },
+  bootstrap: { type: 'string', multiple: true },
+  headless: { type: 'boolean' },
+  'cors-origin': { type: 'string', multiple: true },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+/** The variables that stand in for a flag: between the flag and shoal.toml in precedence. */
+const RUN_ENV: Record<string, string> = { engine: 'SHOAL_ENGINE', 'api-key': 'SHOAL_API_KEYS', 'cors-origin': CORS_ORIGINS_ENV };
+
+/**
+ * The log file's sink: lines wait until the node holds the data dir's lock, so a second start on a
+ * data dir in use (refused by the lock) leaves the running node's log alone; its lines reach stdout.
+ */
+class LockedFileSink {
+  private held: string[] | null = [];
+
+  constructor(private readonly file: RotatingLogFile) {}
+
+  write(line: string): void {
+    if (this.held === null) this.file.write(line);
+    else this.held.push(line);
+  }
+
+  open(): void {
+    const held = this.held ?? [];
+    this.held = null;
+    for (const line of held) this.file.write(line);
+  }
+}
+
 export async function runCommand(args: string[]): Promise<number> {
   let values;
   try {
     ({ values } = parseArgs({
       args,
-      options: {
-        'api-port': { type: 'string' },
-        host: { type: 'string' },
-        'data-dir': { type: 'string' },
-        name: { type: 'string' },
-        threads: { type: 'string' },
-        'default-model': { type: 'string' },
-        gpu: { type: 'string' },
-        engine: { type: 'string' },
-        'context-size': { type: 'string' },
-        parallel: { type: 'string' },
-        'api-key': { type: 'string', multiple: true },
-        'p2p-port': { type: 'string' },
-        'memory-budget': { type: 'string' },
-        'no-mdns': { type: 'boolean' },
-        bootstrap: { type: 'string', multiple: true },
-        headless: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
+      options: RUN_FLAGS,
       strict: true,
       allowPositionals: false,
     }));
@@ -94,6 +133,12 @@ export async function runCommand(args: string[]): Promise<number> {
   if (values.help) {
     console.log(HELP);
     return 0;
+  }
+  try {
+    values = mergeConfig(values, await readConfigFile(resolveDataDir(values['data-dir']), RUN_FLAGS), RUN_ENV) as typeof values;
+  } catch (error) {
+    console.error((error as Error).message);
+    return 2;
   }
 
   let options;
@@ -118,6 +163,7 @@ export async function runCommand(args: string[]): Promise<number> {
       bootstrap: values.bootstrap ?? [],
       headless: values.headless === true,
       apiKeys: [...(values['api-key'] ?? []), ...(process.env.SHOAL_API_KEYS ?? '').split(',')].map((k) => k.trim()).filter((k) => k !== ''),
+      corsOrigins: parseCorsOrigins([...(values['cors-origin'] ?? []), process.env[CORS_ORIGINS_ENV] ?? ''], `--cors-origin or ${CORS_ORIGINS_ENV}`),
     };
   } catch (error) {
     console.error((error as Error).message);
@@ -126,12 +172,25 @@ export async function runCommand(args: string[]): Promise<number> {
 
   // The node's recent lines, for `GET /logs`, the dashboard and `shoal logs` (bounded: src/dashboard/log-ring.ts).
   const recentLogs = new LogRing();
-  const log = createLogger({ recent: recentLogs });
+  // And across restarts, for `shoal logs` of a stopped node and the dashboard's history (rotated: src/common/log-file.ts).
+  let logFile: RotatingLogFile;
+  try {
+    logFile = await RotatingLogFile.open(logsDir(options.dataDir));
+  } catch (error) {
+    console.error(`cannot open the log file in ${logsDir(options.dataDir)}: ${(error as Error).message}. Check that the data dir is writable by this user, or pass another --data-dir.`);
+    return 1;
+  }
+  // A process.exit (the stop deadline below) skips the awaited close: what is queued still lands.
+  process.once('exit', () => logFile.flushSync());
+  const fileGate = new LockedFileSink(logFile);
+  const log = createLogger({ recent: recentLogs, file: fileGate });
   let node;
   try {
-    node = await startNode({ log, ...options, recentLogs });
+    node = await startNode({ log, ...options, recentLogs, logFile, onDataDirLocked: () => fileGate.open() });
   } catch (error) {
-    log.fatal(isShoalError(error) ? error.message : { err: error }, 'could not start the node');
+    const known = isShoalError(error) ? error : diskFullError(error);
+    log.fatal(known !== null ? known.message : { err: error }, 'could not start the node');
+    await logFile.close();
     return 1;
   }
 
@@ -152,5 +211,7 @@ export async function runCommand(args: string[]): Promise<number> {
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  return stopped;
+  const code = await stopped;
+  await logFile.close();
+  return code;
 }

@@ -2,9 +2,10 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ShoalError, toShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
+import { shoalVersion } from '../common/version.js';
 import type { NodeControl, StatusView } from '../api/control/control.js';
 import { MAX_MESSAGE_BYTES, SYNC_PROTOCOL, ControlMessage, SyncMessage, TelemetryMessage, controlTopic, telemetryTopic, type CoreMessage } from '../master/core/messages.js';
-import type { ArtifactsMessage, ResourcesMessage, RunnersMessage } from '../wire/telemetry.js';
+import type { ArtifactsMessage, DownloadsMessage, ResourcesMessage, RunnersMessage } from '../wire/telemetry.js';
 import type { Effect } from '../master/core/effects.js';
 import { NodeCore, type CoreView } from '../master/core/node-core.js';
 import { LogStore } from '../master/log/store.js';
@@ -50,12 +51,14 @@ const DEPARTED_GRACE_MS = 5_000;
 export class ControlPlane implements NodeControl, AsyncDisposable {
   private core: NodeCore;
   private effects: Promise<void> = Promise.resolve();
+  /** Bumped whenever the core is rebuilt from disk; effects queued by an older core are dropped. */
+  private coreGeneration = 0;
   private readonly waiters = new Map<CommandId, (result: CommandResult) => void>();
   private readonly membership: MembershipService;
   private topics: { clusterId: ClusterId; control: Topic<typeof ControlMessage>; telemetry: Topic<typeof TelemetryMessage> } | null = null;
   private ticker: NodeJS.Timeout | null = null;
   private readonly stateListeners = new Set<() => void>();
-  private readonly telemetryListeners = new Set<(message: ResourcesMessage | RunnersMessage, from: NodeId) => void>();
+  private readonly telemetryListeners = new Set<(message: ResourcesMessage | RunnersMessage | DownloadsMessage, from: NodeId) => void>();
   private readonly artifactsListeners = new Set<(message: ArtifactsMessage, from: NodeId) => void>();
   private readonly departed = new Map<string, number>();
   private knownMembers = new Set<string>();
@@ -116,14 +119,14 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     return this.router;
   }
 
-  /** Readings (resources, runners, artifacts) go out on the telemetry plane; last write wins per sender and type. */
-  publishTelemetry(message: ResourcesMessage | RunnersMessage | ArtifactsMessage): void {
+  /** Readings (resources, runners, downloads, artifacts) go out on the telemetry plane; last write wins per sender and type. */
+  publishTelemetry(message: ResourcesMessage | RunnersMessage | DownloadsMessage | ArtifactsMessage): void {
     const topics = this.topics;
     if (!topics) return;
     topics.telemetry.publish(message, { key: message.type }).catch((error: unknown) => this.options.log.debug({ err: error }, 'telemetry publish failed'));
   }
 
-  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage, from: NodeId) => void): () => void {
+  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage | DownloadsMessage, from: NodeId) => void): () => void {
     this.telemetryListeners.add(listener);
     return () => this.telemetryListeners.delete(listener);
   }
@@ -203,10 +206,14 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       return;
     }
     if (effects.length === 0) return;
-    this.effects = this.effects.then(() => this.run(effects));
+    const generation = this.coreGeneration;
+    this.effects = this.effects.then(() => this.run(effects, generation));
   }
 
-  private async run(effects: Effect[]): Promise<void> {
+  private async run(effects: Effect[], generation: number): Promise<void> {
+    // Effects of a core that a failed write has since replaced describe records the disk never got
+    // (appending them would break the log's sequence): drop them with that core.
+    if (generation !== this.coreGeneration) return;
     for (const effect of effects) {
       try {
         await this.runOne(effect);
@@ -215,7 +222,8 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
         // drop the rest and rebuild the core from what the disk really holds.
         const failure = toShoalError(error);
         this.options.log.error({ code: failure.code, effect: effect.type }, `could not persist: ${failure.message}`);
-        for (const resolve of this.waiters.values()) resolve({ ok: false, code: 'TIMEOUT', message: `this node could not persist: ${failure.message}` });
+        const code = failure.code === 'DISK_FULL' ? 'DISK_FULL' : 'TIMEOUT';
+        for (const resolve of this.waiters.values()) resolve({ ok: false, code, message: `this node could not persist: ${failure.message}` });
         this.waiters.clear();
         await this.rebuildCore();
         return;
@@ -268,6 +276,7 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   }
 
   private async rebuildCore(): Promise<void> {
+    this.coreGeneration++;
     const self = selfInfo(this.identity, this.options.name, this.router);
     this.core = new NodeCore({ self, clock: { nowMs: () => performance.now() }, random: Math.random, persisted: await loadPersisted(this.store) });
     this.syncClusterWiring();
@@ -307,6 +316,12 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
 
   // ---- NodeControl ----
 
+  /** This node's own persistence health: degraded while its event log cannot be written (a full disk). */
+  health(): { level: 'ok' | 'degraded'; reasons: { text: string; remediation: string }[] } {
+    const store = this.store.health();
+    return store.level === 'ok' ? { level: 'ok', reasons: [] } : { level: 'degraded', reasons: [{ text: store.reason, remediation: store.remediation }] };
+  }
+
   status(): StatusView {
     const view = this.core.view();
     const state = view.state;
@@ -323,11 +338,13 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
         health: { level: health.level, reasons: health.reasons },
       };
     });
-    const storeHealth = this.store.health();
     const member = state.clusterId !== null && !state.dissolved && state.members[this.nodeId] !== undefined;
     return {
       nodeId: this.identity.nodeId,
       name: this.options.name,
+      version: shoalVersion(),
+      // The node's API knows its keys (src/node/control.ts); the plane serves no inference.
+      apiKeyRequired: false,
       fingerprint: this.identity.fingerprint,
       addrs: this.router.addrs().map((a) => `${a}/p2p/${this.nodeId}`),
       clusterId: member ? state.clusterId : null,
@@ -339,12 +356,14 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
       members,
       discovered: this.membership.discoveredView(state),
       invitations: this.membership.invitationsView(),
-      health: storeHealth.level === 'ok' ? { level: 'ok', reasons: [] } : { level: 'degraded', reasons: [{ text: storeHealth.reason, remediation: storeHealth.remediation }] },
+      health: this.health(),
       models: [],
       instances: [],
       resources: {},
       links: [],
       artifacts: {},
+      downloads: {},
+      settings: state.settings,
     };
   }
 
@@ -424,8 +443,10 @@ async function loadPersisted(store: LogStore<LogRecord, ClusterState>): Promise<
 }
 
 /** Command answers in Shoal's error codes, so the control API maps them to statuses in one place. */
-function commandErrorCode(code: string): 'BAD_REQUEST' | 'NOT_FOUND' | 'UNAUTHORIZED' | 'INTERNAL' | 'PLACEMENT_FAILED' {
+function commandErrorCode(code: string): 'BAD_REQUEST' | 'NOT_FOUND' | 'UNAUTHORIZED' | 'INTERNAL' | 'PLACEMENT_FAILED' | 'DISK_FULL' {
   switch (code) {
+    case 'DISK_FULL':
+      return 'DISK_FULL';
     case 'NODE_UNAVAILABLE':
     case 'TOO_MANY_INSTANCES':
       return 'PLACEMENT_FAILED';

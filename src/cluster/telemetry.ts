@@ -5,7 +5,9 @@ import { readFile, statfs } from 'node:fs/promises';
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../common/log.js';
-import { MAX_REPORTED_PEERS, MAX_REPORTED_RUNNERS, type ResourcesMessage, type RunnerReport, type RunnersMessage } from '../wire/telemetry.js';
+import { MAX_REPORTED_PEERS, MAX_REPORTED_RUNNERS, type DownloadReport, type DownloadsMessage, type ResourcesMessage, type RunnerReport, type RunnersMessage } from '../wire/telemetry.js';
+import type { NodeDownloadsView } from '../api/control/control.js';
+import { DOWNLOADS_IDLE_INTERVAL_MS, DOWNLOADS_INTERVAL_MS, downloadsView } from './telemetry-downloads.js';
 import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { ClusterNode } from '../placement/nodes.js';
@@ -21,8 +23,8 @@ export const RESOURCES_STALE_MS = 10_000;
 export interface TelemetryPlane {
   readonly nodeId: NodeId;
   view(): { state: ClusterState };
-  publishTelemetry(message: ResourcesMessage | RunnersMessage): void;
-  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage, from: NodeId) => void): () => void;
+  publishTelemetry(message: ResourcesMessage | RunnersMessage | DownloadsMessage): void;
+  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage | DownloadsMessage, from: NodeId) => void): () => void;
 }
 
 export interface NodeTelemetryOptions {
@@ -38,6 +40,8 @@ export interface NodeTelemetryOptions {
   runners: () => RunnerReport[];
   /** Members this node is connected to now. */
   peers: () => NodeId[];
+  /** This node's downloads in progress and recently failed, as the wire carries them (telemetry-downloads.ts). */
+  downloads: () => DownloadReport[];
 }
 
 interface Heard<T> {
@@ -83,6 +87,8 @@ export function offerBytes(availableBytes: number, budgetBytes: number | null, c
 export class NodeTelemetry implements AsyncDisposable {
   private readonly resources = new Map<NodeId, Heard<ResourcesMessage>>();
   private readonly runners = new Map<NodeId, Heard<RunnersMessage>>();
+  private readonly downloads = new Map<NodeId, Heard<DownloadsMessage>>();
+  private lastDownloadsSent: { count: number; atMs: number } = { count: 0, atMs: -Infinity };
   private seq = 0;
   private timers: NodeJS.Timeout[] = [];
   private runnersTimer: NodeJS.Timeout | null = null;
@@ -98,7 +104,7 @@ export class NodeTelemetry implements AsyncDisposable {
       else if (message.type === 'runners') {
         this.runners.set(from, heard as Heard<RunnersMessage>);
         for (const listener of this.runnerListeners) listener();
-      }
+      } else if (message.type === 'downloads') this.downloads.set(from, heard as Heard<DownloadsMessage>);
     });
   }
 
@@ -111,6 +117,21 @@ export class NodeTelemetry implements AsyncDisposable {
     publishResources();
     this.timers.push(setInterval(publishResources, RESOURCES_INTERVAL_MS));
     this.timers.push(setInterval(() => this.runnersChanged(), RUNNERS_INTERVAL_MS));
+    this.timers.push(setInterval(() => this.publishDownloads(), DOWNLOADS_INTERVAL_MS));
+  }
+
+  /**
+   * Every beat while this node has downloads to report (progress moves), once more when the list empties,
+   * and every DOWNLOADS_IDLE_INTERVAL_MS otherwise so a lost "none" does not leave a stale entry elsewhere.
+   */
+  private publishDownloads(): void {
+    const clusterId = this.options.plane.view().state.clusterId;
+    if (clusterId === null) return;
+    const downloads = this.options.downloads();
+    const now = performance.now();
+    if (downloads.length === 0 && this.lastDownloadsSent.count === 0 && now - this.lastDownloadsSent.atMs < DOWNLOADS_IDLE_INTERVAL_MS) return;
+    this.lastDownloadsSent = { count: downloads.length, atMs: now };
+    this.options.plane.publishTelemetry({ type: 'downloads', clusterId, nodeId: this.options.plane.nodeId, seq: this.seq++, downloads });
   }
 
   /** Call when a local runner changes state or load; published at most every RUNNERS_THROTTLE_MS. */
@@ -205,6 +226,21 @@ export class NodeTelemetry implements AsyncDisposable {
       }
     }
     return out;
+  }
+
+  /** Every member's downloads (this node's read now, the others' as last reported), peer sources named. */
+  downloadsView(): Record<string, NodeDownloadsView> {
+    const state = this.options.plane.view().state;
+    const now = performance.now();
+    const reports = new Map<NodeId, { downloads: DownloadReport[]; ageMs: number }>();
+    reports.set(this.options.plane.nodeId, { downloads: this.options.downloads(), ageMs: 0 });
+    for (const [nodeId, heard] of this.downloads) if (nodeId !== this.options.plane.nodeId) reports.set(nodeId, { downloads: heard.message.downloads, ageMs: now - heard.atMs });
+    const self = this.options.plane.nodeId;
+    return downloadsView(reports, (nodeId) => {
+      const member = Object.hasOwn(state.members, nodeId) ? state.members[nodeId] : undefined;
+      // A node in no cluster yet still shows its own downloads.
+      return member ? (member.nickname ?? member.name) : nodeId === self ? self : null;
+    });
   }
 
   /** Another node's runners as last reported, or null when none was heard. */

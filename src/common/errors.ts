@@ -5,6 +5,8 @@
 export const ERROR_CODES = [
   'BAD_REQUEST',
   'UNAUTHORIZED',
+  /** Who asked is known (or needs no key) but may not do this from where it asked, e.g. a web page on another origin. */
+  'FORBIDDEN',
   'NOT_FOUND',
   'UNSUPPORTED_PARAMETER',
   'CONTEXT_OVERFLOW',
@@ -59,6 +61,15 @@ export function errorMessage(error: unknown): string {
 export function toShoalError(error: unknown): ShoalError {
   if (error instanceof ShoalError) return error;
   return new ShoalError('INTERNAL', `internal error: ${errorMessage(error)}`, { cause: error });
+}
+
+/** An ENOSPC/EDQUOT from the filesystem as DISK_FULL with what to do; null for any other error. */
+export function diskFullError(error: unknown): ShoalError | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code !== 'ENOSPC' && code !== 'EDQUOT') return null;
+  const path = (error as { path?: unknown }).path;
+  const where = typeof path === 'string' ? ` writing ${path}` : '';
+  return new ShoalError('DISK_FULL', `the disk is full (${code}${where}): free space on the filesystem holding the data dir, then start the node again`, { cause: error });
 }
 
 export function assertNever(value: never, what = 'value'): never {

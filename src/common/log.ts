@@ -5,9 +5,10 @@ export type { Logger } from 'pino';
 
 /**
  * JSON lines when stdout is not a terminal (for collectors), readable colour when it is. `recent`
- * (a LogRing, src/dashboard/log-ring.ts) also gets every JSON line, for `GET /logs` and `shoal logs`.
+ * (a LogRing, src/dashboard/log-ring.ts) also gets every JSON line, for `GET /logs` and `shoal logs`;
+ * so does `file` (a RotatingLogFile, src/common/log-file.ts), the history kept across restarts.
  */
-export function createLogger(options: { level?: string; pretty?: boolean; recent?: { write(line: string): void } } = {}): Logger {
+export function createLogger(options: { level?: string; pretty?: boolean; recent?: { write(line: string): void }; file?: { write(line: string): void } } = {}): Logger {
   const level = options.level ?? process.env.SHOAL_LOG_LEVEL ?? 'info';
   const usePretty = options.pretty ?? process.stdout.isTTY === true;
   let out: DestinationStream | undefined;
@@ -17,11 +18,9 @@ export function createLogger(options: { level?: string; pretty?: boolean; recent
     const messageFormat = (log: Record<string, unknown>, key: string): string => String(log[key] ?? '').replace(/\r/g, '\\r').replace(/\n/g, '\\n');
     out = pretty({ colorize: true, sync: true, ignore: 'pid,hostname', messageFormat });
   }
-  if (options.recent === undefined) return out === undefined ? pino({ level }) : pino({ level }, out);
-  // Both destinations take every line the logger's level lets through (a stream's own level defaults to info).
-  const streams = [
-    { level: 'trace' as const, stream: out ?? destination({ dest: process.stdout.fd ?? 1 }) },
-    { level: 'trace' as const, stream: options.recent },
-  ];
+  const sinks = [options.recent, options.file].filter((sink) => sink !== undefined);
+  if (sinks.length === 0) return out === undefined ? pino({ level }) : pino({ level }, out);
+  // Every destination takes every line the logger's level lets through (a stream's own level defaults to info).
+  const streams = [out ?? destination({ dest: process.stdout.fd ?? 1 }), ...sinks].map((stream) => ({ level: 'trace' as const, stream }));
   return pino({ level }, multistream(streams));
 }

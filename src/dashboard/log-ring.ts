@@ -15,6 +15,8 @@ export const LOG_LINE_MAX_BYTES = 8 * 1024;
 export const LOG_PAGE_MAX_LINES = 500;
 /** Bytes of log lines per page: a page always fits a data-plane frame (1 MiB). */
 export const LOG_PAGE_MAX_BYTES = 512 * 1024;
+/** Lines of a history read from the log file (`/logs?history=`, `shoal logs --lines`); at most LOG_PAGE_MAX_BYTES of them over HTTP. */
+export const LOG_HISTORY_MAX_LINES = 2000;
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -150,18 +152,27 @@ function shorten(line: string, bytes: number, maxBytes: number): string {
 }
 
 function toEntry(stored: Stored): LogEntry {
+  return { seq: stored.seq, ...parseLine(stored.line) };
+}
+
+/** A line read back from the log file (src/common/log-file.ts), cut as the ring cuts it; only the ring numbers lines. */
+export function entryOfFileLine(raw: string, maxLineBytes = LOG_LINE_MAX_BYTES): Omit<LogEntry, 'seq'> {
+  const bytes = Buffer.byteLength(raw);
+  return parseLine(bytes > maxLineBytes ? shorten(raw, bytes, maxLineBytes) : raw);
+}
+
+function parseLine(line: string): Omit<LogEntry, 'seq'> {
   let parsed: Record<string, unknown>;
   try {
-    const value: unknown = JSON.parse(stored.line);
-    parsed = typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : { msg: stored.line };
+    const value: unknown = JSON.parse(line);
+    parsed = typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : { msg: line };
   } catch {
-    parsed = { msg: stored.line };
+    parsed = { msg: line };
   }
   const fields: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(parsed)) if (!OMITTED.has(key)) fields[key] = value;
   const time = typeof parsed.time === 'number' && Number.isFinite(parsed.time) && parsed.time >= 0 ? parsed.time : 0;
   return {
-    seq: stored.seq,
     time,
     level: typeof parsed.level === 'number' ? (LEVEL_OF[parsed.level] ?? 'info') : LOG_LEVELS.includes(parsed.level as LogLevel) ? (parsed.level as LogLevel) : 'info',
     msg: typeof parsed.msg === 'string' ? parsed.msg : parsed.msg === undefined ? '' : JSON.stringify(parsed.msg),

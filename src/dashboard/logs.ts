@@ -3,15 +3,17 @@ import { z } from 'zod';
 import type { StatusView } from '../api/control/control.js';
 import { ShoalError, isShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
+import { readLogTail, type RotatingLogFile } from '../common/log-file.js';
 import type { MetricsDataPlane } from '../metrics/cluster.js';
 import { resolveNode, type ResolvedNode } from '../metrics/nodes.js';
 import { parseBody } from '../api/validation.js';
-import { LOG_PAGE_MAX_LINES, LogPage, type LogRing } from './log-ring.js';
+import { entryOfFileLine, LOG_HISTORY_MAX_LINES, LOG_PAGE_MAX_BYTES, LOG_PAGE_MAX_LINES, LogEntry, LogPage, type LogRing } from './log-ring.js';
 import type { SseHub } from './sse.js';
 
 /**
  * `/shoal/logs/1`: a member asks another for its log lines after a sequence number (a page of at most
  * LOG_PAGE_MAX_LINES). `GET /logs` reads one page of any member's lines; `GET /logs/stream` follows them.
+ * `/shoal/logs-history/1` and `GET /logs?history=n` read further back, from the member's log file.
  */
 
 export const LOGS_PROTOCOL = '/shoal/logs/1';
@@ -33,9 +35,30 @@ export type LogsRequest = z.infer<typeof LogsRequest>;
 export const LogsAnswer = z.strictObject({ nodeId: z.string().min(1).max(128), page: LogPage });
 export type LogsAnswer = z.infer<typeof LogsAnswer>;
 
+export const LOGS_HISTORY_PROTOCOL = '/shoal/logs-history/1';
+
+export const LogsHistoryRequest = z.strictObject({ lines: z.number().int().min(1).max(LOG_HISTORY_MAX_LINES) });
+export type LogsHistoryRequest = z.infer<typeof LogsHistoryRequest>;
+
+/** A line from the file: the ring's `seq` numbers only the lines of one start. */
+export const HistoryEntry = LogEntry.omit({ seq: true });
+export type HistoryEntry = z.infer<typeof HistoryEntry>;
+
+export const LogHistory = z.strictObject({
+  /** The newest lines of the log file, across restarts and rotations, oldest first. */
+  entries: z.array(HistoryEntry).max(LOG_HISTORY_MAX_LINES),
+  /** The ring's newest line at the instant the file was read: `/logs/stream?since=lastSeq` goes on without a gap or a repeat. */
+  lastSeq: z.number().int().nonnegative(),
+});
+export type LogHistory = z.infer<typeof LogHistory>;
+
+export const LogsHistoryAnswer = z.strictObject({ nodeId: z.string().min(1).max(128), history: LogHistory });
+
 export interface NodeLogsOptions {
   selfId: string;
   ring: LogRing;
+  /** The node's log file (createLogger's `file`); null: history is what the ring holds. */
+  file: RotatingLogFile | null;
   dataPlane: MetricsDataPlane | null;
   log: Logger;
 }
@@ -50,10 +73,45 @@ export class NodeLogs {
       maxMessageBytes: LOGS_MAX_MESSAGE_BYTES,
       maxInboundStreams: 8,
     });
+    await this.options.dataPlane?.handle<LogsHistoryRequest, z.infer<typeof LogsHistoryAnswer>>(
+      LOGS_HISTORY_PROTOCOL,
+      async (request) => ({ nodeId: this.options.selfId, history: await this.ownHistory(request.lines) }),
+      { schema: LogsHistoryRequest, maxMessageBytes: LOGS_MAX_MESSAGE_BYTES, maxInboundStreams: 2 },
+    );
   }
 
   async stop(): Promise<void> {
     await this.options.dataPlane?.unhandle(LOGS_PROTOCOL).catch(() => undefined);
+    await this.options.dataPlane?.unhandle(LOGS_HISTORY_PROTOCOL).catch(() => undefined);
+  }
+
+  async history(node: ResolvedNode, lines: number, signal?: AbortSignal): Promise<LogHistory> {
+    if (node.isSelf) return this.ownHistory(lines);
+    const { dataPlane } = this.options;
+    if (dataPlane === null) throw new ShoalError('NOT_FOUND', 'this node has no cluster plane to reach other nodes');
+    try {
+      const answer = await dataPlane.request<z.infer<typeof LogsHistoryAnswer>>(node.nodeId, LOGS_HISTORY_PROTOCOL, { lines }, {
+        schema: LogsHistoryAnswer,
+        maxMessageBytes: LOGS_MAX_MESSAGE_BYTES,
+        timeoutMs: LOGS_REQUEST_TIMEOUT_MS,
+        ...(signal ? { signal } : {}),
+      });
+      return answer.history;
+    } catch (error) {
+      throw new ShoalError('INSTANCE_LOST', `${node.name} (${node.nodeId}) did not send its log history: ${isShoalError(error) ? error.message : String(error)}`, { cause: error });
+    }
+  }
+
+  /** The newest `lines` of this node's log file, or of its ring when it keeps no file. */
+  private async ownHistory(lines: number): Promise<LogHistory> {
+    const { file, ring } = this.options;
+    if (file === null) {
+      const page = ring.page({ since: null, limit: Math.min(lines, LOG_PAGE_MAX_LINES) });
+      return { entries: page.entries.map(({ seq: _seq, ...entry }) => entry), lastSeq: page.lastSeq };
+    }
+    const { endBytes, value: lastSeq } = await file.flushed(() => ring.lastSeq);
+    const raw = await readLogTail(file.dir, { maxLines: lines, maxBytes: LOG_PAGE_MAX_BYTES, maxFiles: file.limits.maxFiles, endBytes });
+    return { entries: raw.map((line) => entryOfFileLine(line)), lastSeq };
   }
 
   async page(node: ResolvedNode, request: LogsRequest, signal?: AbortSignal): Promise<LogPage> {
@@ -78,6 +136,7 @@ const LogsQuery = z.strictObject({
   node: z.string().min(1).max(200).optional(),
   since: z.coerce.number().int().nonnegative().optional(),
   limit: z.coerce.number().int().min(1).max(LOG_PAGE_MAX_LINES).optional(),
+  history: z.coerce.number().int().min(1).max(LOG_HISTORY_MAX_LINES).optional(),
 });
 const StreamQuery = z.strictObject({
   node: z.string().min(1).max(200).optional(),
@@ -98,6 +157,10 @@ export function logsRoutes(app: FastifyInstance, options: LogsRoutesOptions): vo
   app.get('/logs', async (request) => {
     const query = parseBody(LogsQuery, request.query ?? {});
     const node = resolveNode(options.status(), query.node);
+    if (query.history !== undefined) {
+      if (query.since !== undefined || query.limit !== undefined) throw new ShoalError('BAD_REQUEST', 'history reads the newest lines of the log file: pass it without since and limit');
+      return { node: { nodeId: node.nodeId, name: node.name }, ...(await logs.history(node, query.history)) };
+    }
     const page = await logs.page(node, { since: query.since ?? null, limit: query.limit ?? LOG_PAGE_MAX_LINES });
     return { node: { nodeId: node.nodeId, name: node.name }, ...page };
   });

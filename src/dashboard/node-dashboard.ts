@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { StatusView } from '../api/control/control.js';
-import { checkAdmin, sendControlError } from '../api/control/routes.js';
+import { checkAdmin, sendControlError, type AdminToken } from '../api/control/routes.js';
 import type { Dispatcher } from '../api/dispatch.js';
 import { fromFastifyError } from '../api/fastify-errors.js';
 import { sendOpenAIError } from '../api/openai/routes.js';
@@ -17,6 +17,7 @@ import { SystemProbe, type SystemProbeOptions } from '../metrics/system.js';
 import { RequestTracker } from '../metrics/tracker.js';
 import { EventsFeed } from './events.js';
 import { LogRing } from './log-ring.js';
+import type { RotatingLogFile } from '../common/log-file.js';
 import { logsRoutes, NodeLogs } from './logs.js';
 import { SseHub } from './sse.js';
 import { dashboardMissingRoute, dashboardRoutes, defaultDashboardDir, isDashboardBuilt } from './static.js';
@@ -35,11 +36,13 @@ export interface NodeDashboardOptions {
   onStateChange: (listener: () => void) => () => void;
   /** The cluster's data plane (the router); null for a node without one: only its own figures then. */
   dataPlane: MetricsDataPlane | null;
-  adminToken: string;
+  adminToken: AdminToken;
   /** `shoal run --headless`: no web app, the API alone. */
   headless?: boolean;
   /** The lines the logger tees (createLogger's `recent`); without it `/logs` has nothing to show. */
   recentLogs?: LogRing;
+  /** The node's log file (createLogger's `file`), for `GET /logs?history=`; without it history is the ring. */
+  logFile?: RotatingLogFile;
   /** Default: SHOAL_DASHBOARD_DIR, else <repo>/dashboard/dist. */
   dashboardDir?: string;
   system?: SystemProbeOptions;
@@ -71,7 +74,7 @@ export class NodeDashboard {
       peers,
       log: log.child({ part: 'metrics' }),
     });
-    this.logs = new NodeLogs({ selfId: options.nodeId, ring: options.recentLogs ?? new LogRing(), dataPlane: options.dataPlane, log });
+    this.logs = new NodeLogs({ selfId: options.nodeId, ring: options.recentLogs ?? new LogRing(), file: options.logFile ?? null, dataPlane: options.dataPlane, log });
     this.events = new EventsFeed({
       hub: this.hub,
       selfId: options.nodeId,

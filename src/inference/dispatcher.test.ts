@@ -330,7 +330,18 @@ test("listings: one per model, a ready replica's facts first; capabilities and w
   const { dispatcher } = dispatcherOf({
     local: [notReady, ready, local('l-3', 'org/donor-only', { role: 'donor' })],
     members: [member(B)],
-    instances: [placed('b-1', 'org/shared', { capabilities: ['embeddings'], contextTokens: 512 })],
+    instances: [
+      placed('b-1', 'org/shared', {
+        capabilities: ['embeddings'],
+        contextTokens: 512,
+        // Pooled: every part counts, the GPU ones also as GPU memory.
+        shape: 'pooled',
+        placements: [
+          { nodeId: B, role: 'full', backend: 'llama_server-cpu', firstLayer: 0, layerCount: 2, holdsOutput: false, tensorSplit: 0.5, estimatedBytes: 5 },
+          { nodeId: B, role: 'full', backend: 'llama_server-cuda', firstLayer: 2, layerCount: 2, holdsOutput: true, tensorSplit: 0.5, estimatedBytes: 7 },
+        ],
+      }),
+    ],
     reports: { [B]: [report('b-1', 'org/shared'), report('b-2', 'org/default-of-b'), report('b-3', 'org/donor-only', { role: 'donor' })] },
   });
   assert.deepEqual(dispatcher.models(), [
@@ -341,6 +352,7 @@ test("listings: one per model, a ready replica's facts first; capabilities and w
       capabilities: ALL,
       contextSize: null,
       details: { family: 'llama', parameterSize: null, quantization: null, sizeBytes: null },
+      memory: null,
     },
     {
       id: 'org/local',
@@ -349,6 +361,7 @@ test("listings: one per model, a ready replica's facts first; capabilities and w
       capabilities: ['chat', 'completion'],
       contextSize: 4096,
       details: { family: 'qwen2', parameterSize: '1.5B', quantization: 'MOSTLY_Q8_0', sizeBytes: 123 },
+      memory: null,
     },
     {
       id: 'org/shared',
@@ -357,6 +370,7 @@ test("listings: one per model, a ready replica's facts first; capabilities and w
       capabilities: ['embeddings'],
       contextSize: 512,
       details: { family: 'llama', parameterSize: null, quantization: null, sizeBytes: null },
+      memory: { bytes: 12, gpuBytes: 7 },
     },
   ]);
 });
@@ -365,7 +379,12 @@ test('typed errors: not placed, loading, failed, and a capability the serving in
   const { dispatcher } = dispatcherOf({
     local: [local('l-1', 'm/loading', { state: 'starting', reason: 'loading the model' }), local('l-2', 'm/chat-only', { capabilities: ['chat'] })],
     members: [member(B)],
-    instances: [placed('b-2', 'm/remote-chat', { capabilities: ['chat'] })],
+    instances: [
+      placed('b-2', 'm/remote-chat', { capabilities: ['chat'] }),
+      // Placed on B, whose telemetry has no runner of it: B is down (or starting it).
+      placed('b-9', 'm/node-down'),
+      placed('b-8', 'm/awaiting', { awaitingApproval: [{ nodeId: B, bytes: 10, source: 'hub' }] }),
+    ],
     reports: {
       [B]: [
         report('b-1', 'm/failed', { state: 'failed', reason: 'circuit breaker open' }),
@@ -379,6 +398,8 @@ test('typed errors: not placed, loading, failed, and a capability the serving in
   assertCode(() => dispatcher.run(chat('m/nope'), signal), 'MODEL_NOT_FOUND', /'m\/nope' is not placed on this cluster; placed models: m\/chat-only, m\/failed, m\/loading, m\/remote-chat: place it/);
   assert.throws(() => dispatcher.run(chat('m/nope'), signal), { param: 'model' });
   assertCode(() => dispatcher.run(chat('m/donor'), signal), 'MODEL_NOT_FOUND');
+  assertCode(() => dispatcher.run(chat('m/node-down'), signal), 'MODEL_LOADING', /placed, but none of its runners is heard from yet/);
+  assertCode(() => dispatcher.run(chat('m/awaiting'), signal), 'MODEL_LOADING', /shoal models approve b-8/);
   assertCode(() => dispatcher.run(chat('m/loading'), signal), 'MODEL_LOADING', /not ready yet \(l-1 on this node: loading the model\): retry shortly/);
   assertCode(() => dispatcher.run(chat('m/failed'), signal), 'MODEL_FAILED', /failed on every node \(b-1 on node-b: circuit breaker open; b-3 on node-b: stopped\)/);
 

@@ -3,6 +3,7 @@ import type { InstanceId, NodeId } from '../common/ids.js';
 import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import type { Dispatcher, ModelListing } from '../api/dispatch.js';
 import type { ModelCapability } from '../wire/capability.js';
+import type { InstanceState } from '../master/state/instances.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../wire/telemetry.js';
 import type { InstanceStatus, Worker } from '../worker/worker.js';
@@ -51,6 +52,13 @@ function localListing(instance: InstanceStatus): ModelListing {
       sizeBytes: instance.model?.sizeBytes ?? null,
     },
   };
+}
+
+/** What placement reserved for an instance: one replica's share, or every part of a pooled one. */
+function placedMemory(placed: InstanceState): { bytes: number; gpuBytes: number } {
+  const parts = placed.shape === 'pooled' ? placed.placements : placed.placements.slice(0, 1);
+  const sum = (list: typeof parts): number => list.reduce((total, p) => total + p.estimatedBytes, 0);
+  return { bytes: sum(parts), gpuBytes: sum(parts.filter((p) => !p.backend.endsWith('-cpu'))) };
 }
 
 /**
@@ -123,6 +131,7 @@ export class ClusterDispatcher implements Dispatcher {
             contextSize: placed?.contextTokens ?? null,
             details: { family: 'llama', parameterSize: null, quantization: null, sizeBytes: null },
           };
+      listing.memory = placed ? placedMemory(placed) : null;
       const known = listings.get(c.modelId);
       // Prefer a ready instance's facts; one ready replica makes the model ready.
       if (!known || (!known.ready && listing.ready)) listings.set(c.modelId, listing);
@@ -134,6 +143,18 @@ export class ClusterDispatcher implements Dispatcher {
     const candidates = this.candidates(task.model);
     const choice = chooseRoute(candidates);
     if (choice.kind === 'none') {
+      // Placed, but no runner of it is heard from: its nodes are down (it keeps its place and comes
+      // back with them) or it waits for the approval of its downloads. Retry, not "not found".
+      const instances = Object.values(this.options.state().instances).filter((i) => i.modelId === task.model);
+      if (instances.length > 0) {
+        const waiting = instances.find((i) => i.awaitingApproval !== undefined);
+        throw new ShoalError(
+          'MODEL_LOADING',
+          waiting !== undefined
+            ? `model '${task.model}' waits for the approval of its downloads: approve with \`shoal models approve ${waiting.instanceId}\` or in the dashboard`
+            : `model '${task.model}' is placed, but none of its runners is heard from yet: its nodes are starting it, or down and it serves again when they return (see \`shoal status\`)`,
+        );
+      }
       const placed = this.models().map((m) => m.id);
       throw new ShoalError(
         'MODEL_NOT_FOUND',

@@ -65,7 +65,7 @@ export class ModelKeeper {
   async start(): Promise<EvictionReport | null> {
     this.budget = this.options.keepBytes ?? (await defaultKeepBytes(this.options.store.root));
     this.using = new Set(this.options.inUse());
-    this.options.log.info({ keepBytes: this.budget, default: this.options.keepBytes === null }, 'model keep budget');
+    this.options.log.debug({ keepBytes: this.budget, default: this.options.keepBytes === null }, 'model keep budget');
     return this.enqueue(() => this.evict('start'));
   }
 

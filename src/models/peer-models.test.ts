@@ -13,6 +13,7 @@ import { MAX_TELEMETRY_MESSAGE_BYTES, TelemetryMessage, telemetryTopic } from '.
 import type { ArtifactsMessage } from '../wire/telemetry.js';
 import type { ClusterId, NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
+import { defaultSettings } from '../master/state/settings.js';
 import { createRouter, offerDirect, type FrameChannel, type Router } from '../router/index.js';
 import { CopyFrame, CopyRequest, MODEL_COPY_MAX_MESSAGE_BYTES, MODEL_COPY_PROTOCOL, type PeerModelRecord } from './model-copy.js';
 import { ClusterRemoveError } from './cluster-remove-error.js';
@@ -116,7 +117,7 @@ describe('copying models between two members', { timeout: 120_000 }, () => {
   let hub: HubServer;
   let a: TestNode;
   let b: TestNode;
-  const state: ClusterState = { clusterId: CLUSTER, members: {}, dissolved: false, instances: {} };
+  const state: ClusterState = { clusterId: CLUSTER, members: {}, dissolved: false, instances: {}, settings: defaultSettings() };
   const { node, plane, link } = cluster({ dir: () => dir, hub: () => hub, state });
 
   before(async () => {
@@ -260,7 +261,7 @@ describe('the bytes of a copy over a direct socket or the stream', { timeout: 12
   type Plan = 'whole' | 'cut-socket' | 'cut-stream';
   const plans: Plan[] = [];
   const reads: { offset: number; direct: string | undefined; plan: Plan; copierClosed: boolean }[] = [];
-  const state: ClusterState = { clusterId: CLUSTER, members: {}, dissolved: false, instances: {} };
+  const state: ClusterState = { clusterId: CLUSTER, members: {}, dissolved: false, instances: {}, settings: defaultSettings() };
   const { node, plane, link } = cluster({ dir: () => dir, hub: () => hub, state });
 
   /** Serves F16 like a holder, over a direct socket always; a cut plan stops after a third (socket) or two thirds (stream). */

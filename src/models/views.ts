@@ -140,6 +140,30 @@ export interface AddResult {
   download: DownloadView | null;
 }
 
+/** `POST /models/add-file`: a GGUF on the node's disk made a model of the store, with its card. */
+export interface AddFileRequest {
+  /** Absolute path on the node's machine (the CLI resolves a relative one against its own directory). */
+  path: string;
+}
+
+export interface AddFileResult {
+  card: ModelCard;
+  cardFile: string;
+  /** False when the card of an earlier import of the same file was replaced. */
+  created: boolean;
+  file: {
+    /** The file as given. */
+    path: string;
+    /** Its name in the store. */
+    storedPath: string;
+    bytes: number;
+    sha256: string;
+    /** `linked`: a hard link (same filesystem, no extra disk); `copied`: another filesystem; `present`: already in the store. */
+    stored: 'linked' | 'copied' | 'present';
+  };
+  model: ModelView;
+}
+
 export interface RemoveResult {
   id: string;
   freedBytes: number;

@@ -11,6 +11,8 @@ export interface StatusParts {
   worker: Worker;
   telemetry: NodeTelemetry;
   peers: PeerModels;
+  /** Whether the inference routes ask for an API key. */
+  apiKeyRequired: () => boolean;
 }
 
 /**
@@ -35,13 +37,15 @@ export function nodeControl(parts: StatusParts): NodeControl {
   };
 }
 
-function nodeStatus({ plane, worker, telemetry, peers }: StatusParts): StatusView {
+function nodeStatus({ plane, worker, telemetry, peers, apiKeyRequired }: StatusParts): StatusView {
   return {
     ...plane.status(),
+    apiKeyRequired: apiKeyRequired(),
     models: worker.status(),
-    instances: instanceViews(plane.view().state, plane.nodeId, worker.status(), (nodeId) => telemetry.runnersOf(nodeId)),
+    instances: instanceViews(plane.view().state, plane.nodeId, worker.status(), (nodeId) => telemetry.runnersOf(nodeId), telemetry.downloadsView()),
     resources: telemetry.resourcesView(),
     artifacts: peers.artifactsView(),
     links: telemetry.links(),
+    downloads: telemetry.downloadsView(),
   };
 }

@@ -2,21 +2,23 @@
 // in the order `composeNode` documents. What the node serves is in control.ts (`GET /state`, membership),
 // health.ts (`/healthz`) and node-views.ts; run-files.ts is what it leaves for the CLI.
 
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, mkdir, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, extname, isAbsolute } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { DisposeStack } from '../common/dispose-stack.js';
-import { ShoalError } from '../common/errors.js';
+import { errorMessage, ShoalError } from '../common/errors.js';
 import { ModelId, type NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import { modelsDir } from '../common/paths.js';
 import { buildServer } from '../api/server.js';
 import { resolveBuiltinModel, BUILTIN_MODEL_IDS } from '../models/builtin-store.js';
+import { GgufFactsError, readGgufFacts } from '../models/cards/gguf-facts.js';
 import type { GpuChoice } from '../worker/runner/protocol.js';
 import { Worker } from '../worker/worker.js';
 import { ControlPlane } from '../cluster/control-plane.js';
 import { NodeTelemetry } from '../cluster/telemetry.js';
+import { downloadReports } from '../cluster/telemetry-downloads.js';
 import { ClusterDispatcher } from '../inference/dispatcher.js';
 import { runRemote, serveLocalInstances } from '../inference/remote-runner.js';
 import { endpointFromEnv, ModelsService, reserveFromEnv } from '../models/service/service.js';
@@ -24,6 +26,7 @@ import { PeerModels } from '../models/peer-models.js';
 import { keepBytesFromEnv, ModelKeeper, modelsPlacedOn } from '../models/keeper.js';
 import { NodeDashboard } from '../dashboard/node-dashboard.js';
 import type { LogRing } from '../dashboard/log-ring.js';
+import type { RotatingLogFile } from '../common/log-file.js';
 import { placementControl } from '../placement/control.js';
 import { PlacementService } from '../placement/service.js';
 import { InstanceHost } from '../worker/instance-host.js';
@@ -36,6 +39,10 @@ import { nodeControl } from './control.js';
 import { nodeHealth } from './health.js';
 import { runnerReports } from './node-views.js';
 import { RunFiles } from './run-files.js';
+import { DataDirLock } from './data-dir-lock.js';
+import { bannerLines } from './banner.js';
+import { loadAdminToken, rotateAdminTokenFile } from './admin-token.js';
+import { settingsControl, warnIfOpenToNetwork } from './settings.js';
 
 export interface NodeOptions {
   log: Logger;
@@ -57,6 +64,8 @@ export interface NodeOptions {
   maxBodyBytes?: number;
   /** Keys inference routes require; empty means open. */
   apiKeys?: string[];
+  /** `--cors-origin`: browser origins (normalized, or `*`) allowed on inference routes besides loopback ones and the cluster's. Default none. */
+  corsOrigins?: string[];
   /** libp2p port for the cluster planes. Default 52601. */
   p2pPort: number;
   /** Find other nodes on the LAN by mDNS. Default true. */
@@ -67,6 +76,13 @@ export interface NodeOptions {
   headless?: boolean;
   /** The ring the logger tees its lines into (createLogger's `recent`), for `GET /logs` and `shoal logs`. */
   recentLogs?: LogRing;
+  /** The log file the logger also writes (createLogger's `file`), for `GET /logs?history=`. */
+  logFile?: RotatingLogFile;
+  /**
+   * Called once this node holds the data dir's lock, before it writes there: the data dir's log file
+   * may then take this node's lines (a start refused the lock must not write into the holder's log).
+   */
+  onDataDirLocked?: () => void;
   /** `--memory-budget`: the most memory placement may use on this node; null (default) = what is available. */
   memoryBudgetBytes?: number | null;
   /**
@@ -89,6 +105,7 @@ async function resolveDefaultModel(spec: string, dataDir: string, log: Logger): 
   if (isAbsolute(spec) || spec.endsWith('.gguf')) {
     const id = ModelId.safeParse(basename(spec, extname(spec)));
     if (!id.success) throw new ShoalError('BAD_REQUEST', `cannot derive a model id from the file name of '${spec}'`);
+    await checkModelFile(spec);
     return { id: id.data, path: spec };
   }
   const started = Date.now();
@@ -96,8 +113,27 @@ async function resolveDefaultModel(spec: string, dataDir: string, log: Logger): 
   if (!resolved) {
     throw new ShoalError('MODEL_NOT_FOUND', `unknown default model '${spec}': built-in models are ${BUILTIN_MODEL_IDS.join(', ')}, or pass the path of a .gguf file`);
   }
-  if (resolved.generated) log.info({ modelId: spec, path: resolved.path, ms: Date.now() - started }, 'generated built-in model');
+  if (resolved.generated) log.debug({ modelId: spec, path: resolved.path, ms: Date.now() - started }, 'generated built-in model');
   return { id: resolved.id, path: resolved.path };
+}
+
+/**
+ * A `--default-model` file that is missing or not a GGUF model fails the start with one line: the
+ * runner would otherwise crash on it, be restarted and give up only after its fifth crash.
+ */
+async function checkModelFile(path: string): Promise<void> {
+  const what = `--default-model ${path}`;
+  const info = await stat(path).catch((error: unknown) => {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new ShoalError('BAD_REQUEST', code === 'ENOENT' ? `${what}: no such file: pass the path of a .gguf model file or a built-in id (${BUILTIN_MODEL_IDS.join(', ')})` : `${what}: cannot read it (${code ?? errorMessage(error)})`, { cause: error });
+  });
+  if (!info.isFile()) throw new ShoalError('BAD_REQUEST', `${what}: not a file: pass the path of a .gguf model file`);
+  try {
+    await readGgufFacts(path);
+  } catch (error) {
+    const reason = error instanceof GgufFactsError ? error.message.replace(`${path}: `, '') : errorMessage(error);
+    throw new ShoalError('BAD_REQUEST', `${what} is not a usable GGUF model (${reason}): pass a .gguf model file, such as one 'shoal models pull' downloads`, { cause: error });
+  }
 }
 
 /**
@@ -109,10 +145,14 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
   // The admin token, the node's key and the event log live here: only the node's own user may look.
   await mkdir(options.dataDir, { recursive: true, mode: 0o700 });
   await chmod(options.dataDir, 0o700);
-  const model = await resolveDefaultModel(options.defaultModel, options.dataDir, options.log);
+  // Before anything reads or writes the data dir (identity, event log, orphan reaping, run files).
+  const lock = await DataDirLock.acquire(options.dataDir, options.log);
+  options.onDataDirLocked?.();
   const stack = new DisposeStack();
+  stack.defer(() => lock.release());
   try {
-    return await composeNode(options, model, stack);
+    const model = await resolveDefaultModel(options.defaultModel, options.dataDir, options.log);
+    return await composeNode(options, model, stack, lock);
   } catch (error) {
     await stack.disposeAsync().catch((unwindError: unknown) => options.log.error({ err: unwindError }, 'stopping the parts of a failed start failed too'));
     throw error;
@@ -122,10 +162,10 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
 /**
  * The composition, top to bottom. The stack runs newest first, so the stops are pushed in the reverse
  * of the stop order: dashboard, telemetry, host, keeper, peers, models, worker, HTTP server, plane,
- * run files. Where a stop is pushed before its part starts, that stop does nothing for a part that
- * never started.
+ * run files (then startNode's data dir lock). Where a stop is pushed before its part starts, that
+ * stop does nothing for a part that never started.
  */
-async function composeNode(options: NodeOptions, model: { id: ModelId; path: string }, stack: DisposeStack): Promise<RunningNode> {
+async function composeNode(options: NodeOptions, model: { id: ModelId; path: string }, stack: DisposeStack, lock: DataDirLock): Promise<RunningNode> {
   const { log, dataDir } = options;
   const name = options.name ?? hostname();
   const direct = options.directSockets ?? process.env.SHOAL_DIRECT_SOCKETS !== '0';
@@ -153,7 +193,6 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   // Every node serves its default model itself, through the fastest engine it has; cluster state places everything else.
   const engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
   const served = chooseDefaultEngine({ requested: options.engine ?? 'auto', llamaServerBuilt: engines !== null, gpu: options.gpu, gpuPresent: gpuDevicePresent() });
-  log.info({ modelId: model.id, engine: served.engine, reason: served.reason }, `default model ${model.id} serves through ${served.engine}: ${served.reason}`);
   worker.place(model.id, model.path, ['chat', 'completion', 'embeddings', 'tools'], served.engine === 'llama_server' && engines !== null ? servedByLlamaServer(engines) : null);
 
   // Models on disk: the hub store under the data dir, the hub from SHOAL_HF_ENDPOINT / HF_ENDPOINT. Members
@@ -182,6 +221,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     memoryBandwidthBytesPerS: bandwidth ? bandwidth.gbPerSecond * 1e9 : null,
     runners: () => runnerReports(worker.status()),
     peers: () => Object.keys(plane.view().state.members).filter((id) => id !== plane.nodeId && plane.net.isConnected(id)) as NodeId[],
+    downloads: () => downloadReports(models.listDownloads().downloads, Date.now()),
   });
   worker.onChange(() => telemetry.runnersChanged());
   const connected = (nodeId: string): boolean => plane.net.isConnected(nodeId);
@@ -190,6 +230,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     plane,
     nodes: () => telemetry.clusterNodes(connected),
     downloadedPath: async (id) => (await models.get(id).catch(() => null))?.path ?? null,
+    holders: (modelId) => Object.entries(peers.artifactsView()).filter(([, held]) => held.models.some((m) => m.modelId === modelId)).map(([nodeId]) => nodeId),
     log: log.child({ part: 'placement' }),
   });
   // The host reconciles runners with cluster state and re-places instances of lost nodes.
@@ -227,8 +268,17 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   worker.onChange(() => keeper.check());
   await keeper.start();
 
-  // The CLI reads the API port and the admin token from the run files; the server checks that token.
-  const adminToken = await runFiles.write({ pid: process.pid, apiPort: options.apiPort, startedAtMs: Date.now() });
+  // The admin token outlives restarts (admin-token.ts); the CLI reads it and the API port from the run files.
+  let adminTokenValue = await loadAdminToken(dataDir);
+  const adminToken = (): string => adminTokenValue;
+  let runInfo = { pid: process.pid, apiPort: options.apiPort, startedAtMs: Date.now() };
+  await runFiles.write(runInfo, adminTokenValue);
+  const rotateAdminToken = async (): Promise<string> => {
+    adminTokenValue = await rotateAdminTokenFile(dataDir);
+    await runFiles.write(runInfo, adminTokenValue);
+    log.info('the admin token was rotated: the old one no longer works');
+    return adminTokenValue;
+  };
   const dispatcher = new ClusterDispatcher({
     selfId: plane.nodeId,
     worker,
@@ -237,19 +287,21 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     connected,
     remote: (nodeId, instanceId, task, signal) => runRemote(plane.net, nodeId, instanceId, task, signal),
   });
-  const control = nodeControl({ plane, worker, telemetry, peers });
+  const control = nodeControl({ plane, worker, telemetry, peers, apiKeyRequired: () => (options.apiKeys ?? []).some((k) => k !== '') || plane.view().state.settings.apiKeyDigests.length > 0 });
   // Dashboard, metrics and logs (src/dashboard/node-dashboard.ts): counts every request the API
   // dispatches; its live streams end first at a stop.
-  const dashboard = await NodeDashboard.start({ log, nodeId: plane.nodeId, status: control.status, onStateChange: (l) => plane.onStateChange(l), dataPlane: plane.net, adminToken, headless: options.headless, recentLogs: options.recentLogs });
+  const dashboard = await NodeDashboard.start({ log, nodeId: plane.nodeId, status: control.status, onStateChange: (l) => plane.onStateChange(l), dataPlane: plane.net, adminToken, headless: options.headless, recentLogs: options.recentLogs, logFile: options.logFile });
   stack.defer(() => dashboard.stop());
 
   let stopping = false;
   const app = buildServer({
     log,
     dispatcher: dashboard.meter(dispatcher),
-    health: () => nodeHealth({ name, nodeId: plane.nodeId, stopping }, worker.status()),
+    health: () => nodeHealth({ name, nodeId: plane.nodeId, stopping }, worker.status(), plane.health().reasons),
     maxBodyBytes: options.maxBodyBytes,
     apiKeys: options.apiKeys,
+    corsOrigins: options.corsOrigins,
+    settings: { ...settingsControl(plane), rotateAdminToken },
     control,
     adminToken,
     models,
@@ -262,10 +314,17 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.apiPort;
   // Port 0 asked for any port: the run files say which one (the token stays the one the server checks).
-  if (port !== options.apiPort) await runFiles.write({ pid: process.pid, apiPort: port, startedAtMs: Date.now() });
+  if (port !== options.apiPort) {
+    runInfo = { ...runInfo, apiPort: port };
+    await runFiles.write(runInfo, adminTokenValue);
+  }
   const shownHost = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   const url = `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${port}`;
   log.info({ url, name, nodeId: plane.nodeId, fingerprint: plane.fingerprint, p2p: plane.p2pAddrs, model: model.id, threads: options.threads }, `Shoal node '${name}' serving on ${url}`);
+  // The engine choice is announced here, with the URLs, rather than when it is made: the first lines tell a user where to go.
+  for (const line of bannerLines({ url, headless: options.headless === true, modelId: model.id, engine: served.engine, engineReason: served.reason })) log.info(line);
+  await lock.setUrl(url);
+  warnIfOpenToNetwork(log, options.host, (options.apiKeys ?? []).some((k) => k !== '') || plane.view().state.settings.apiKeyDigests.length > 0, port);
 
   const stop = async (): Promise<void> => {
     if (stopping) return;

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -6,8 +5,9 @@ import { ShoalError } from '../common/errors.js';
 import { writeFileAtomic } from '../common/durable-fs.js';
 
 /**
- * What a running node leaves in its data dir for the CLI: where its API listens and the admin token
- * of this start. Both files are mode 0600, rewritten at every start and removed at a clean stop.
+ * What a running node leaves in its data dir for the CLI: where its API listens and a copy of its
+ * admin token (admin-token.ts keeps the token itself across starts). Both files are mode 0600,
+ * rewritten at every start and at a rotation, and removed at a clean stop.
  */
 
 export const RunInfo = z.strictObject({
@@ -26,22 +26,20 @@ const tokenPath = (dataDir: string): string => join(runDir(dataDir), 'admin.toke
  * before then leaves alone the files of whatever node (or crash) wrote the ones there.
  */
 export class RunFiles {
-  private token: string | null = null;
+  private written = false;
 
   constructor(private readonly dataDir: string) {}
 
-  /** Writes the run info and the admin token, and returns the token: fresh at the first write, the same one after (only the info changes). */
-  async write(info: RunInfo): Promise<string> {
-    const token = this.token ?? randomBytes(32).toString('hex');
+  /** Writes the run info and the admin token the node checks. */
+  async write(info: RunInfo, token: string): Promise<void> {
     await mkdir(runDir(this.dataDir), { recursive: true, mode: 0o700 });
     await writeFileAtomic(tokenPath(this.dataDir), `${token}\n`, { mode: 0o600 });
     await writeFileAtomic(infoPath(this.dataDir), `${JSON.stringify(info)}\n`, { mode: 0o600 });
-    this.token = token;
-    return token;
+    this.written = true;
   }
 
   async remove(): Promise<void> {
-    if (this.token === null) return;
+    if (!this.written) return;
     await rm(infoPath(this.dataDir), { force: true });
     await rm(tokenPath(this.dataDir), { force: true });
   }

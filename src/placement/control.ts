@@ -6,8 +6,12 @@ import type { PlacementService, PlaceRequest } from './service.js';
 
 export function placementControl(placement: PlacementService): PlacementControl {
   return {
-    plan: async (body) => (await placement.plan(placeRequest(body))).result,
+    plan: async (body) => {
+      const { model, result } = await placement.plan(placeRequest(body));
+      return result.ok ? { ok: true, plan: result.plan, downloads: placement.downloadsFor(result.plan, model) } : result;
+    },
     place: (body) => placement.place(placeRequest(body)),
+    approve: (instanceId) => placement.approve(instanceId),
     end: (instanceId) => placement.end(instanceId, 'deleted', 'stopped by an operator'),
   };
 }
@@ -23,5 +27,6 @@ export function placeRequest(body: PlaceBody): PlaceRequest {
     ...(body.parallel !== undefined ? { parallel: body.parallel } : {}),
     ...(body.kv_cache_type !== undefined ? { kvCacheType: body.kv_cache_type } : {}),
     ...(body.flash_attention !== undefined ? { flashAttention: body.flash_attention } : {}),
+    ...(body.approve_downloads !== undefined ? { approveDownloads: body.approve_downloads } : {}),
   };
 }

@@ -7,7 +7,7 @@ import type { GgufFacts } from '../models/cards/gguf-facts.js';
 import type { NodeShortfall, PlacementError } from './errors.js';
 import { contextCeiling, fullShare, requiredFreeBytes, type KvCacheType, type MemoryEstimate, type MemoryOptions } from './memory.js';
 import type { BackendChoice, ClusterNode, KnownNode } from './nodes.js';
-import { DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S, predictDecode, type SpeedPrediction } from './speed.js';
+import { predictDecode, type SpeedPrediction } from './speed.js';
 
 export interface PlanInput {
   card: ModelCard;
@@ -121,7 +121,6 @@ export function describeShortfalls(list: readonly NodeShortfall[]): string {
 }
 
 export function buildPlan(input: PlanInput, request: Request, shape: Plan['shape'], placements: Placement[], speed: SpeedPrediction, warnings: string[]): Plan {
-  if (speed.assumedBandwidth) warnings.push(`a node has not measured its memory bandwidth: the speed prediction assumes ${DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S / 1e9} GB/s there`);
   if (request.contextTokens > input.facts.trainedContext) {
     warnings.push(`the context asked for (${request.contextTokens}) is beyond the ${input.facts.trainedContext} tokens the model was trained on`);
   }

@@ -43,12 +43,25 @@ test('single node: the one with most free memory, full copy, ceiling and speed s
   assert.equal(p.contextTokens, 4096);
   // 8 GiB leaves room for 32,626 tokens; capped at the trained 8192
   assert.equal(p.contextCeiling, 8192);
-  // 3328 MiB read per token at the assumed 31 GB/s (8.88 tok/s on bytes alone), plus the engine's per-token costs
-  const expected = predictDecode(factsA(), [{ share: fullShare(factsA()), backend: only!.backend, donor: false }]).tokPerS!;
-  assert.ok(Math.abs(p.predictedDecodeTokPerS! - expected) < 1e-9 && expected < 8.883, `${p.predictedDecodeTokPerS} vs ${expected}`);
-  assert.ok(p.warnings.some((w) => /bandwidth/.test(w)));
+  // None of these nodes has measured its memory bandwidth: no figure, and the arithmetic says why.
+  assert.equal(p.predictedDecodeTokPerS, null);
+  assert.ok(p.speedArithmetic.some((line) => /not measured its memory bandwidth/.test(line)), p.speedArithmetic.join('\n'));
   assert.deepEqual(p.refusal, { hops: 0, fellBack: false });
   assert.equal(tensorSplitArg(p), null);
+});
+
+test('the speed is predicted only on a node that measured its memory bandwidth', () => {
+  const measured = ok(plan([node(0, 6 * GiB), node(1, 8 * GiB, { memoryBandwidthBytesPerS: 31e9 })]));
+  // 3328 MiB read per token at the measured 31 GB/s (8.88 tok/s on bytes alone), plus the engine's per-token costs
+  const expected = predictDecode(factsA(), [{ share: fullShare(factsA()), backend: measured.placements[0]!.backend, memoryBandwidthBytesPerS: 31e9, donor: false }]).tokPerS!;
+  assert.ok(Math.abs(measured.predictedDecodeTokPerS! - expected) < 1e-9 && expected < 8.883, `${measured.predictedDecodeTokPerS} vs ${expected}`);
+  // The same placement on the same node, unmeasured there (its neighbour's figure does not count).
+  const unmeasured = ok(plan([node(0, 6 * GiB, { memoryBandwidthBytesPerS: 31e9 }), node(1, 8 * GiB)]));
+  assert.equal(unmeasured.placements[0]!.nodeId, nodeId(1));
+  assert.equal(unmeasured.predictedDecodeTokPerS, null);
+  // Replicas: one unmeasured copy leaves the slowest unknown.
+  const replicas = ok(plan([node(0, 6 * GiB, { memoryBandwidthBytesPerS: 31e9 }), node(1, 8 * GiB)], { replicas: 2 }));
+  assert.equal(replicas.predictedDecodeTokPerS, null);
 });
 
 test('node choice: memory first, then backend preference, then id', () => {
@@ -186,7 +199,8 @@ test('pooled when no node fits: driver = most memory, donors next, as few as nee
 });
 
 test('min_nodes: forces a split even when one node fits, and warns that it is slower', () => {
-  const forced = ok(plan([node(0, 8 * GiB), node(1, 6 * GiB)], {}, { card: card({ runtime: { parallel: 1, min_nodes: 2 } }) }));
+  const measured = { memoryBandwidthBytesPerS: 31e9 };
+  const forced = ok(plan([node(0, 8 * GiB, measured), node(1, 6 * GiB, measured)], {}, { card: card({ runtime: { parallel: 1, min_nodes: 2 } }) }));
   assert.equal(forced.shape, 'pooled');
   assert.equal(forced.placements.length, 2);
   assert.equal(forced.minNodes, 2);
@@ -207,7 +221,8 @@ test('min_nodes: forces a split even when one node fits, and warns that it is sl
 test('a split predicted slower than one node at a smaller context says so', () => {
   // 8192 tokens need KV 1 GiB: 5,387,268,917 B free. Node 0 (5 GiB) fits it alone up to 7936 tokens.
   const big = card({ runtime: { parallel: 1, context_size: 8192 } });
-  const p = ok(plan([node(0, 5 * GiB), node(1, 3 * GiB)], {}, { card: big }));
+  const measured = { memoryBandwidthBytesPerS: 31e9 };
+  const p = ok(plan([node(0, 5 * GiB, measured), node(1, 3 * GiB, measured)], {}, { card: big }));
   assert.equal(p.shape, 'pooled');
   assert.ok(p.warnings.some((w) => /up to 7936 tokens of context \(asked for 8192\)/.test(w)), p.warnings.join('\n'));
   // A donor with far more bandwidth makes the split the faster option: no such warning.

@@ -20,6 +20,7 @@ import type { ClusterNode } from './nodes.js';
 import { planPlacement, type Plan, type PlanOptions, type PlanResult } from './planner.js';
 import { replanAfterDownloadFailure, replanAfterRefusal } from './replan.js';
 import { estimateMemory } from './memory.js';
+import { awaitingApproval, memberName, plannedDownloads, type DownloadsPlan } from './downloads.js';
 
 /** A placement the planner refused, with its typed reason for the HTTP body and the CLI. */
 export class PlacementFailure extends ShoalError {
@@ -37,6 +38,8 @@ export interface PlaceRequest {
   parallel?: number;
   kvCacheType?: CardKvCacheType;
   flashAttention?: FlashAttentionMode;
+  /** The operator already said yes to the downloads it starts (`launch --yes`): nothing waits. */
+  approveDownloads?: boolean;
 }
 
 export interface PlacementPlane {
@@ -53,6 +56,8 @@ export interface PlacementServiceOptions {
   nodes: () => Promise<ClusterNode[]>;
   /** A model file on this node's disk, for an id whose card is a hub download; null when not there. */
   downloadedPath: (modelId: string) => Promise<string | null>;
+  /** The members that report a complete copy of a model (artifacts telemetry), this node included. */
+  holders: (modelId: string) => string[];
   log: Logger;
 }
 
@@ -164,6 +169,7 @@ export class PlacementService {
         path = card.source.path;
         break;
       case 'huggingface':
+      case 'local':
         path = await this.options.downloadedPath(card.id);
         break;
     }
@@ -179,11 +185,15 @@ export class PlacementService {
 
   async plan(request: PlaceRequest): Promise<{ model: ModelFacts; result: PlanResult }> {
     const model = await this.modelFacts(request.model);
+    // The cluster's defaults (settings) stand in for what neither the request nor the card sets.
+    const { defaultContextTokens, defaultParallel } = this.options.plane.view().state.settings;
+    const contextTokens = request.contextTokens ?? (model.card.runtime.context_size === undefined ? (defaultContextTokens ?? undefined) : undefined);
+    const parallel = request.parallel ?? (model.card.runtime.parallel === undefined ? (defaultParallel ?? undefined) : undefined);
     const options: PlanOptions = {
       ...(request.replicas !== undefined ? { replicas: request.replicas } : {}),
       ...(request.minNodes !== undefined ? { minNodes: request.minNodes } : {}),
-      ...(request.contextTokens !== undefined ? { contextTokens: request.contextTokens } : {}),
-      ...(request.parallel !== undefined ? { parallel: request.parallel } : {}),
+      ...(contextTokens !== undefined ? { contextTokens } : {}),
+      ...(parallel !== undefined ? { parallel } : {}),
       ...(request.kvCacheType !== undefined ? { kvCacheType: request.kvCacheType } : {}),
       ...(request.flashAttention !== undefined ? { flashAttention: request.flashAttention } : {}),
       exclusions: this.resolveNodes(request.exclude ?? []),
@@ -192,14 +202,43 @@ export class PlacementService {
     return { model, result: planPlacement({ card: model.card, facts: model.facts, nodes }, options) };
   }
 
+  /** The downloads `plan` would start, judged against the cluster's approval threshold. */
+  downloadsFor(plan: Plan, model: ModelFacts): DownloadsPlan {
+    const state = this.options.plane.view().state;
+    const holders = new Set(this.options.holders(model.card.id));
+    // This node's copy is where the facts came from, whether or not its artifacts report lists it yet.
+    if (model.path !== null) holders.add(this.options.plane.nodeId);
+    return plannedDownloads({
+      nodeIds: plan.placements.map((p) => p.nodeId),
+      modelBytes: model.facts.fileBytes,
+      downloadable: model.card.source.kind !== 'builtin',
+      holders,
+      approvalBytes: state.settings.downloadApprovalBytes,
+      names: (nodeId) => memberName(state, nodeId),
+    });
+  }
+
   /** Plans and records an instance; resolves once the master decided it. */
   async place(request: PlaceRequest): Promise<InstanceSpec> {
     await this.options.plane.ensureClusterExists();
     const { model, result } = await this.plan(request);
     if (!result.ok) throw new PlacementFailure(result.error);
     const spec = specFromPlan(result.plan, model.card, newInstanceId(), Date.now());
-    await this.options.plane.submit({ type: 'PlaceInstance', instance: spec });
-    this.options.log.info({ instanceId: spec.instanceId, modelId: spec.modelId, shape: spec.shape, nodes: spec.placements.map((p) => `${p.nodeId}:${p.role}`) }, 'placed an instance');
+    // In the spec, so the wait is replicated state: it outlives this node and a master failover.
+    const pending = request.approveDownloads === true ? undefined : awaitingApproval(this.downloadsFor(result.plan, model));
+    const instance = pending === undefined ? spec : { ...spec, awaitingApproval: pending };
+    await this.options.plane.submit({ type: 'PlaceInstance', instance });
+    this.options.log.info({ instanceId: spec.instanceId, modelId: spec.modelId, shape: spec.shape, nodes: spec.placements.map((p) => `${p.nodeId}:${p.role}`), awaitingApproval: pending?.length ?? 0 }, pending === undefined ? 'placed an instance' : 'placed an instance; its downloads wait for approval');
+    return instance;
+  }
+
+  /** An operator's yes to the downloads an instance waits for; resolves once the master decided it. */
+  async approve(instanceId: string): Promise<InstanceSpec> {
+    const instance = this.options.plane.view().state.instances[instanceId as InstanceId];
+    if (instance === undefined) throw new ShoalError('NOT_FOUND', `no instance '${instanceId}': list them with \`shoal models ls\``);
+    await this.options.plane.submit({ type: 'ApproveDownloads', instanceId: instance.instanceId });
+    const { createdIdx: _idx, awaitingApproval: _approved, ...spec } = instance;
+    this.options.log.info({ instanceId, modelId: instance.modelId }, 'downloads approved');
     return spec;
   }
 
@@ -213,15 +252,17 @@ export class PlacementService {
   /**
    * Re-places an instance after something went wrong on `nodeId` (bounded, see replan.ts): its memory
    * guard refused, its download failed, or it was lost. Ends the instance with a reason when no
-   * re-placement exists. Submits one EndInstance either way.
+   * re-placement exists. Submits one EndInstance either way, except for a lost node when nothing can
+   * hold the instance now: it keeps its place (and comes back with its node), and this resolves false
+   * so the caller tries again later, when a node that can hold it may have appeared.
    */
-  async replace(instance: InstanceState, nodeId: NodeId, why: 'refused' | 'download-failed' | 'lost'): Promise<void> {
+  async replace(instance: InstanceState, nodeId: NodeId, why: 'refused' | 'download-failed' | 'lost'): Promise<boolean> {
     let model: ModelFacts;
     try {
       model = await this.modelFacts(instance.modelId);
     } catch (error) {
       await this.submitEnd(instance, 'failed', `could not re-place after ${why} on ${nodeId}: ${errorMessage(error)}`, null);
-      return;
+      return true;
     }
     // The instance being replaced gives its memory back: count its parts as free where they are.
     const released = new Map<string, number>();
@@ -238,11 +279,49 @@ export class PlacementService {
           ? replanAfterDownloadFailure(previous, nodeId, input)
           : planPlacement(input, { exclusions: instance.exclusions, replicas: instance.replicas, minNodes: instance.minNodes, contextTokens: instance.contextTokens, parallel: instance.parallel, kvCacheType: instance.kvCacheType, flashAttention: instance.flashAttention ?? 'auto' });
     if (!result.ok) {
-      await this.submitEnd(instance, why === 'lost' ? 'node-lost' : 'failed', `${why} on ${nodeId}, and it cannot be re-placed: ${result.error.message}`, null);
-      return;
+      if (why === 'lost') return false;
+      await this.submitEnd(instance, 'failed', `${why} on ${nodeId}, and it cannot be re-placed: ${result.error.message}`, null);
+      return true;
     }
-    const successor = specFromPlan(result.plan, model.card, newInstanceId(), Date.now());
+    const planned = specFromPlan(result.plan, model.card, newInstanceId(), Date.now());
+    // A successor of one still waiting for approval waits too, for the downloads its own plan needs.
+    const pending = instance.awaitingApproval === undefined ? undefined : awaitingApproval(this.downloadsFor(result.plan, model));
+    const successor = pending === undefined ? planned : { ...planned, awaitingApproval: pending };
     await this.submitEnd(instance, 'replaced', `${why} on ${nodeId}: re-placed as ${successor.instanceId}`, successor);
+    return true;
+  }
+
+  /** The replica on a lost node leaves a replicated instance; the others keep serving untouched. */
+  async dropReplica(instance: InstanceState, nodeId: NodeId): Promise<void> {
+    const message = `${memberName(this.options.plane.view().state, nodeId)} was lost: its replica left the instance; the others keep serving`;
+    this.options.log.warn({ instanceId: instance.instanceId, nodeId }, message);
+    await this.options.plane.submit({ type: 'DropReplica', instanceId: instance.instanceId, nodeId, message: clip(message) });
+  }
+
+  /**
+   * One more replica for an instance below its count, on a node that holds none of it (a spare, or
+   * the lost node back), with the instance's own context and slots. Resolves false when no node fits
+   * now, or when the one that would needs a download above the approval threshold (repairs never
+   * start those unasked); the caller tries again later.
+   */
+  async addReplica(instance: InstanceState): Promise<boolean> {
+    const model = await this.modelFacts(instance.modelId);
+    const holders = new Set<NodeId>(instance.placements.map((p) => p.nodeId));
+    const nodes = (await this.options.nodes()).filter((n) => !holders.has(n.nodeId as NodeId));
+    const result = planPlacement(
+      { card: model.card, facts: model.facts, nodes },
+      { exclusions: instance.exclusions, replicas: 1, minNodes: 1, contextTokens: instance.contextTokens, parallel: instance.parallel, kvCacheType: instance.kvCacheType, flashAttention: instance.flashAttention ?? 'auto' },
+    );
+    if (!result.ok) return false;
+    const part = specFromPlan(result.plan, model.card, instance.instanceId, Date.now()).placements[0];
+    if (result.plan.shape !== 'single' || part === undefined || part.role !== 'full') return false;
+    if (this.downloadsFor(result.plan, model).needsApproval) {
+      this.options.log.info({ instanceId: instance.instanceId, nodeId: part.nodeId }, 'a replica could be re-added there, but its download needs approval: place it again to approve');
+      return false;
+    }
+    await this.options.plane.submit({ type: 'AddReplica', instanceId: instance.instanceId, placement: part });
+    this.options.log.info({ instanceId: instance.instanceId, nodeId: part.nodeId }, `re-added a replica on ${memberName(this.options.plane.view().state, part.nodeId)}`);
+    return true;
   }
 
   private async submitEnd(instance: InstanceState, reason: InstanceEndReason, message: string, successor: InstanceSpec | null): Promise<void> {

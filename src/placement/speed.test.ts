@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { factsA, MiB } from './fixtures.test-support.js';
 import { fullShare } from './memory.js';
-import { bytesReadPerToken, CPU_ENGINE_COSTS, DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S, NODE_RELAY_S, predictDecode, RPC_HOP_BASE_S, RPC_HOP_PER_LAYER_S } from './speed.js';
+import { bytesReadPerToken, CPU_ENGINE_COSTS, NODE_RELAY_S, predictDecode, RPC_HOP_BASE_S, RPC_HOP_PER_LAYER_S } from './speed.js';
 
 const close = (actual: number | null, expected: number, what: string): void => {
   assert.ok(actual !== null && Math.abs(actual - expected) < 1e-3, `${what}: ${actual} vs ${expected}`);
@@ -32,7 +32,7 @@ test('a large model is bound by bandwidth: bytes / bandwidth plus small fixed co
   close(p.secondsPerToken, read + 32 * server.perLayerS + server.baseS + NODE_RELAY_S, 'seconds');
   close(p.tokPerS, 8.755, 'tok/s');
   assert.ok(read / p.secondsPerToken! > 0.98, 'the bandwidth term dominates');
-  assert.equal(p.assumedBandwidth, false);
+  assert.equal(p.unpredictable, null);
   // twice the bandwidth, nearly twice the speed
   const fast = predictDecode(facts, [{ share: fullShare(facts), backend: 'llama_server-cpu', memoryBandwidthBytesPerS: 62e9, donor: false }]);
   assert.ok(fast.tokPerS! / p.tokPerS! > 1.95 && fast.tokPerS! / p.tokPerS! < 2);
@@ -74,11 +74,19 @@ test('split: the parts add up, plus one RPC hop per donor and one for the CPU dr
   close((p.secondsPerToken! - fastLink.secondsPerToken!) * 1e3, 0.262144 - 0.0032768, 'link term');
 });
 
-test('an unmeasured node assumes the reference bandwidth and says so', () => {
+test('a part on a node that has not measured its bandwidth gets no figure, and says why', () => {
   const facts = factsA();
-  const p = predictDecode(facts, [{ share: fullShare(facts), backend: 'llama_server-cpu', donor: false }]);
-  assert.equal(p.assumedBandwidth, true);
-  close(p.secondsPerToken, 3_489_660_928 / DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S + 32 * server.perLayerS + server.baseS + NODE_RELAY_S, 'default');
+  const measured = { share: { firstLayer: 13, layerCount: 19, holdsOutput: true }, backend: 'llama_server-cpu', memoryBandwidthBytesPerS: 31e9, donor: false } as const;
+  for (const parts of [
+    [{ share: fullShare(facts), backend: 'llama_server-cpu', donor: false }],
+    // one unmeasured donor is enough: its share's read time is unknown
+    [{ share: { firstLayer: 0, layerCount: 13, holdsOutput: false }, backend: 'rpc-cpu', donor: true }, measured],
+  ]) {
+    const p = predictDecode(facts, parts);
+    assert.equal(p.tokPerS, null);
+    assert.equal(p.secondsPerToken, null);
+    assert.match(p.unpredictable ?? '', /not measured its memory bandwidth/);
+  }
 });
 
 test('a backend without a measured speed model gets no figure, and says why', () => {

@@ -36,16 +36,14 @@
 // The constants hold for the node's default of one engine thread per physical core: with 1 thread
 // node-llama-cpp served tiny at 2661 tok/s (load 13), so its 4 ms is two threads spinning on two cores.
 //
-// A node that has not measured its bandwidth is predicted at the reference machine's figure and the plan
-// warns that it was assumed: CPU machines' RAM bandwidth spans about the 2x the figure promises. A backend
+// A node that has not measured its bandwidth gets no figure: CPU machines' RAM bandwidth spans more than
+// 2x, so a figure from the reference machine's would be a guess shown as a prediction. Likewise a backend
 // with no measured costs here (any GPU) gets no figure at all rather than a RAM-bandwidth guess.
 
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 import { engineOf } from '../models/cards/card.js';
 import { shareWeightsBytes, type LayerShare } from './memory.js';
 
-/** Memory read bandwidth measured on the 2-core reference machines (docs/STACK-NOTES.md); used when a node has none. */
-export const DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S = 31e9;
 /** Gigabit Ethernet, when a node has not measured its link. */
 export const DEFAULT_LINK_BYTES_PER_S = 125e6;
 /**
@@ -103,8 +101,6 @@ export interface SpeedPrediction {
   secondsPerToken: number | null;
   /** Why there is no figure, when there is none. */
   unpredictable: string | null;
-  /** True when some part had no measured bandwidth and the default was assumed. */
-  assumedBandwidth: boolean;
   arithmetic: string[];
 }
 
@@ -114,7 +110,7 @@ function costsOf(backend: string): EngineCosts | null {
 }
 
 function none(reason: string): SpeedPrediction {
-  return { tokPerS: null, secondsPerToken: null, unpredictable: reason, assumedBandwidth: false, arithmetic: [reason] };
+  return { tokPerS: null, secondsPerToken: null, unpredictable: reason, arithmetic: [reason] };
 }
 
 /** The last part that is not a donor drives: its engine's base cost and the relay are paid once per token. */
@@ -123,16 +119,17 @@ export function predictDecode(facts: GgufFacts, parts: readonly SpeedPart[]): Sp
   if (driver === undefined) return none('no part drives the model');
   for (const part of parts) {
     if (costsOf(part.backend) === null) return none(`no measured speed model for ${part.backend}: the speed is not predicted`);
+    if (part.memoryBandwidthBytesPerS === undefined) {
+      return none('a node has not measured its memory bandwidth (`shoal doctor` measures it): the speed is not predicted');
+    }
   }
   let seconds = 0;
-  let assumedBandwidth = false;
   const arithmetic: string[] = [];
   const driverCosts = costsOf(driver.backend)!;
   const split = parts.length > 1;
   for (const part of parts) {
     const costs = costsOf(part.backend)!;
-    const bandwidth = part.memoryBandwidthBytesPerS ?? DEFAULT_MEMORY_BANDWIDTH_BYTES_PER_S;
-    if (part.memoryBandwidthBytesPerS === undefined) assumedBandwidth = true;
+    const bandwidth = part.memoryBandwidthBytesPerS!;
     const read = (driverCosts.readFactor * bytesReadPerToken(facts, part.share)) / bandwidth;
     const layers = part.share.layerCount * costs.perLayerS;
     seconds += read + layers;
@@ -154,5 +151,5 @@ export function predictDecode(facts: GgufFacts, parts: readonly SpeedPart[]): Sp
   arithmetic.push(`per token: ${engineOf(driver.backend)} ${(driverCosts.baseS * 1e3).toFixed(3)} ms + the node's relay ${(NODE_RELAY_S * 1e3).toFixed(3)} ms`);
   const tokPerS = 1 / seconds;
   arithmetic.push(`${(seconds * 1e3).toFixed(3)} ms/token = ${tokPerS.toFixed(1)} tok/s`);
-  return { tokPerS, secondsPerToken: seconds, unpredictable: null, assumedBandwidth, arithmetic };
+  return { tokPerS, secondsPerToken: seconds, unpredictable: null, arithmetic };
 }

@@ -12,8 +12,10 @@ import { yamux } from '@libp2p/yamux';
 import { multiaddr } from '@multiformats/multiaddr';
 import { createLibp2p, type Libp2p } from 'libp2p';
 import type { z } from 'zod';
+import { ShoalError } from '../common/errors.js';
 import { createLogger, type Logger } from '../common/log.js';
 import { Admission, type GossipView } from './admission.js';
+import { bootstrapAddrProblem } from './bootstrap-addrs.js';
 import { ipOfMultiaddr } from './direct-socket.js';
 import { RouterError, errorOf } from './errors.js';
 import { YAMUX_MAX_WINDOW_BYTES, type FrameChannel } from './framing.js';
@@ -191,6 +193,10 @@ export async function createRouter(options: RouterOptions): Promise<Router> {
   const listen = `/${listenHost.includes(':') ? 'ip6' : 'ip4'}/${listenHost}/tcp/${options.p2pPort ?? DEFAULT_P2P_PORT}`;
   const peerDiscovery = [];
   if (options.mdns ?? true) peerDiscovery.push(mdns({ serviceTag: MDNS_SERVICE_TAG, interval: options.mdnsIntervalMs ?? 5000 }));
+  for (const addr of options.bootstrap ?? []) {
+    const problem = bootstrapAddrProblem(addr);
+    if (problem !== null) log.warn(problem);
+  }
   if ((options.bootstrap ?? []).length > 0) peerDiscovery.push(bootstrap({ list: [...(options.bootstrap ?? [])], timeout: 100 }));
 
   const libp2p = await createLibp2p<RouterServices>({
@@ -304,7 +310,15 @@ export async function createRouter(options: RouterOptions): Promise<Router> {
   libp2p.addEventListener('peer:discovery', (event) => roster.onDiscovery(event.detail));
 
   await libp2p.handle(HELLO_PROTOCOL, admission.guardHandler(HELLO_PROTOCOL, (stream, conn) => void hellos.serve(stream, conn)), { maxInboundStreams: 2, maxOutboundStreams: 2 });
-  await libp2p.start();
+  try {
+    await libp2p.start();
+  } catch (error) {
+    // libp2p reports a taken port as a stack trace that suggests its own config knobs; the port is the operator's to free.
+    if (/EADDRINUSE/.test(errorOf(error).message)) {
+      throw new ShoalError('BAD_REQUEST', `cluster port ${options.p2pPort ?? DEFAULT_P2P_PORT} is already in use: stop the other process or pass --p2p-port`, { cause: error });
+    }
+    throw error;
+  }
   roster.start();
 
   const stop = async (): Promise<void> => {

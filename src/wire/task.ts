@@ -56,6 +56,15 @@ export const Sampling = z.strictObject({
   presencePenalty: z.number().min(-2).max(2),
   /** OpenAI semantics: subtracted per occurrence. */
   frequencyPenalty: z.number().min(-2).max(2),
+  // llama.cpp's samplers, which only the Ollama API exposes; absent, each is off. Both engines apply them.
+  /** Keep the k most likely tokens, ≥ 0; 0 (or absent) keeps all. */
+  topK: z.number().int().min(0).optional(),
+  /** Drop tokens below this fraction of the most likely one's probability, 0-1; 0 (or absent) keeps all. */
+  minP: z.number().min(0).max(1).optional(),
+  /** llama.cpp's repetition penalty, > 0: a recent token's logit is divided by it (multiplied when negative); 1 (or absent) is off. */
+  repeatPenalty: z.number().gt(0).optional(),
+  /** How many of the latest tokens the penalties look back over, ≥ -1: -1 the whole context, 0 none; absent, 64. */
+  repeatLastN: z.number().int().min(-1).optional(),
 });
 export type Sampling = z.infer<typeof Sampling>;
 

@@ -72,6 +72,42 @@ export const ArtifactsMessage = z.strictObject({
   seq: z.number().int().min(0),
   models: z.array(ArtifactReport).max(MAX_REPORTED_ARTIFACTS),
 });
+
+/**
+ * Most downloads one node reports: the ones in progress first, then those that failed or were cancelled
+ * in the last DOWNLOAD_FAILURE_REPORTED_MS. Four entries with the longest ids and an error of
+ * DOWNLOAD_REPORT_ERROR_MAX_CHARS three-byte characters stay under MAX_TELEMETRY_MESSAGE_BYTES
+ * (src/cluster/telemetry-downloads.test.ts checks it).
+ */
+export const MAX_REPORTED_DOWNLOADS = 4;
+/** A failed download's message is clipped to this on the wire; the node's own `GET /models/downloads` has it whole. */
+export const DOWNLOAD_REPORT_ERROR_MAX_CHARS = 120;
+/** A failed or cancelled download stays in the node's reports this long (10 minutes). */
+export const DOWNLOAD_FAILURE_REPORTED_MS = 10 * 60_000;
+export const DownloadReport = z.strictObject({
+  /** The node's own download id (`GET /models/downloads/:id` there). */
+  id: z.string().min(1).max(32),
+  modelId: ModelId,
+  state: z.enum(['resolving', 'downloading', 'failed', 'cancelled']),
+  doneBytes: Bytes,
+  totalBytes: Bytes,
+  bytesPerSecond: z.number().min(0),
+  /** Where the bytes come from now: the hub, or the member (node id) that holds a copy; null while resolving. */
+  source: z.discriminatedUnion('kind', [z.strictObject({ kind: z.literal('hub') }), z.strictObject({ kind: z.literal('peer'), nodeId: NodeId }), z.strictObject({ kind: z.literal('disk') })]).nullable(),
+  error: z.strictObject({ code: z.string().min(1).max(40), message: z.string().max(DOWNLOAD_REPORT_ERROR_MAX_CHARS) }).nullable(),
+  /** How long ago it started, or ended for a failed one (the nodes' clocks are never compared). */
+  agoMs: z.number().int().min(0),
+});
+/** The downloads a node has in progress or saw fail recently: the cluster sees every member's. */
+export const DownloadsMessage = z.strictObject({
+  type: z.literal('downloads'),
+  clusterId: ClusterId,
+  nodeId: NodeId,
+  seq: z.number().int().min(0),
+  downloads: z.array(DownloadReport).max(MAX_REPORTED_DOWNLOADS),
+});
+export type DownloadReport = z.infer<typeof DownloadReport>;
+export type DownloadsMessage = z.infer<typeof DownloadsMessage>;
 export type ArtifactReport = z.infer<typeof ArtifactReport>;
 export type ArtifactsMessage = z.infer<typeof ArtifactsMessage>;
 export type ResourcesMessage = z.infer<typeof ResourcesMessage>;

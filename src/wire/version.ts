@@ -5,5 +5,6 @@
  *
  * 2: the RPC tunnel's open frame and the model copy's read request may ask for a direct socket
  *    (router/direct-socket.ts), which version-1 strict schemas refuse.
+ * 3: cluster settings in state and snapshots (SetSettings, SettingsChanged: master/state/settings.ts).
  */
-export const WIRE_VERSION = 2;
+export const WIRE_VERSION = 3;

@@ -29,6 +29,8 @@ export type WorkerAction = { type: 'start'; assignment: Assignment } | { type: '
 export function assignmentsFor(state: ClusterState, nodeId: NodeId): Assignment[] {
   const out: Assignment[] = [];
   for (const instance of Object.values(state.instances)) {
+    // Starting a part would start its download: one the operator has not approved yet waits.
+    if (instance.awaitingApproval !== undefined) continue;
     const placement = instance.placements.find((p) => p.nodeId === nodeId);
     if (placement) out.push({ instance, placement });
   }

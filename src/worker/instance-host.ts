@@ -22,6 +22,8 @@ export const DONOR_READY_TIMEOUT_MS = 120_000;
 export const LOST_NODE_GRACE_MS = 5_000;
 /** How often the master looks for instances on lost nodes. */
 const LOST_SCAN_INTERVAL_MS = 1_000;
+/** How often the master tries to bring a replicated instance below its count back up (planning reads the disk). */
+export const REPLICA_REPAIR_INTERVAL_MS = 5_000;
 
 export interface DriverSpec {
   instanceId: InstanceId;
@@ -82,6 +84,11 @@ export class InstanceHost implements AsyncDisposable {
   private readonly reported = new Set<InstanceId>();
   /** Master only: when each member was first seen lost. */
   private readonly lostSince = new Map<NodeId, number>();
+  /** Master only: replicated instances with a drop or an add in flight, and when an add was last tried. */
+  private readonly repairing = new Set<InstanceId>();
+  private readonly lastRepairMs = new Map<InstanceId, number>();
+  /** Master only: instances on a lost node that nothing else can hold yet (logged once each). */
+  private readonly waitingLost = new Set<InstanceId>();
   private chain: Promise<void> = Promise.resolve();
   private scanTimer: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -262,7 +269,7 @@ export class InstanceHost implements AsyncDisposable {
   }
 
   /** Runs a re-placement for an instance at most once from this node. */
-  private async once(instance: InstanceState, run: () => Promise<void>): Promise<void> {
+  private async once(instance: InstanceState, run: () => Promise<unknown>): Promise<void> {
     if (this.reported.has(instance.instanceId)) return;
     this.reported.add(instance.instanceId);
     try {
@@ -273,7 +280,37 @@ export class InstanceHost implements AsyncDisposable {
     }
   }
 
-  /** Master only: instances with a part on a node that left or stayed pruned are re-placed (or ended). */
+  /**
+   * Re-places an instance whose part is on a lost node. When nothing can hold it now it keeps its
+   * place (it answers 503 meanwhile and serves again when its node returns) and is tried again
+   * every REPLICA_REPAIR_INTERVAL_MS, in case a node that can hold it appears.
+   */
+  private replaceLost(instance: InstanceState, nodeId: NodeId, now: number): void {
+    if (now - (this.lastRepairMs.get(instance.instanceId) ?? Number.NEGATIVE_INFINITY) < REPLICA_REPAIR_INTERVAL_MS) return;
+    this.lastRepairMs.set(instance.instanceId, now);
+    this.repair(instance, async () => {
+      if (await this.options.placement.replace(instance, nodeId, 'lost')) return;
+      if (this.waitingLost.has(instance.instanceId)) return;
+      this.waitingLost.add(instance.instanceId);
+      this.options.log.warn({ instanceId: instance.instanceId, nodeId }, `${instance.modelId} lost its node and no other node can hold it now: it keeps its place and serves again when that node returns or one that can hold it appears`);
+    });
+  }
+
+  /** One replica change at a time per instance; the next scan sees the state it led to. */
+  private repair(instance: InstanceState, run: () => Promise<unknown>): void {
+    if (this.repairing.has(instance.instanceId)) return;
+    this.repairing.add(instance.instanceId);
+    run()
+      .catch((error: unknown) => this.options.log.warn({ instanceId: instance.instanceId, err: error }, `replica change not recorded: ${errorMessage(error)}`))
+      .finally(() => this.repairing.delete(instance.instanceId));
+  }
+
+  /**
+   * Master only. A replicated instance that lost a replica drops just that one (the others serve on,
+   * untouched) and is brought back to its count on a node that can hold one (a spare, or the lost
+   * node once it returns). Any other instance with a part on a node that left or stayed pruned is
+   * re-placed (or ended).
+   */
   private scanLostNodes(): void {
     if (this.stopped || !this.options.isMaster()) {
       this.lostSince.clear();
@@ -291,9 +328,23 @@ export class InstanceHost implements AsyncDisposable {
         this.lostSince.set(placement.nodeId, since);
         // A removed node is gone for good; a pruned one may be a heal away from returning.
         if (member !== undefined && now - since < LOST_NODE_GRACE_MS) continue;
-        void this.once(instance, () => this.options.placement.replace(instance, placement.nodeId, 'lost'));
+        const survivors = instance.placements.filter((p) => p.nodeId !== placement.nodeId && state.members[p.nodeId]?.status === 'active');
+        if (instance.shape === 'replicas' && survivors.length > 0) this.repair(instance, () => this.options.placement.dropReplica(instance, placement.nodeId));
+        else this.replaceLost(instance, placement.nodeId, now);
         break;
       }
+      const allActive = instance.placements.every((p) => state.members[p.nodeId]?.status === 'active');
+      if (instance.shape === 'replicas' && allActive && instance.placements.length < instance.replicas && instance.awaitingApproval === undefined) {
+        if (now - (this.lastRepairMs.get(instance.instanceId) ?? Number.NEGATIVE_INFINITY) >= REPLICA_REPAIR_INTERVAL_MS) {
+          this.lastRepairMs.set(instance.instanceId, now);
+          this.repair(instance, () => this.options.placement.addReplica(instance));
+        }
+      }
+    }
+    for (const id of this.lastRepairMs.keys()) if (state.instances[id] === undefined) this.lastRepairMs.delete(id);
+    for (const id of this.waitingLost) {
+      const instance = state.instances[id];
+      if (instance === undefined || instance.placements.every((p) => state.members[p.nodeId]?.status === 'active')) this.waitingLost.delete(id);
     }
     for (const nodeId of this.lostSince.keys()) if (!lostNow.has(nodeId)) this.lostSince.delete(nodeId);
   }

@@ -36,23 +36,23 @@ describe('control routes refuse what a web page could send', { timeout: 120_000 
   test("a Host that is not this node's name or address is refused; its own and configured names pass", async () => {
     for (const path of ['/state', '/logs', '/metrics/series', '/models']) {
       const res = await call('GET', path, { host: `rebind.evil.example:${node.port}` });
-      assert.equal(res.status, 401, `${path}: ${JSON.stringify(res.json)}`);
+      assert.equal(res.status, 403, `${path}: ${JSON.stringify(res.json)}`);
       assert.match(res.json.error!.message, /SHOAL_ALLOWED_HOSTS/);
     }
     const code = await call('POST', '/cluster/invite-code', { host: `rebind.evil.example:${node.port}`, 'x-shoal-client': '1' });
-    assert.equal(code.status, 401, 'no join code for a rebound page');
+    assert.equal(code.status, 403, 'no join code for a rebound page');
     for (const host of [`127.0.0.1:${node.port}`, `localhost:${node.port}`, `[::1]:${node.port}`, 'shoal.example.test', `proxy.example.test:${node.port}`]) {
       assert.equal((await call('GET', '/state', { host })).status, 200, host);
     }
-    assert.equal((await call('GET', '/state', { host: '' })).status, 401, 'an empty Host');
+    assert.equal((await call('GET', '/state', { host: '' })).status, 403, 'an empty Host');
   });
 
   test('a foreign Origin is refused, the node\'s own passes', async () => {
     const host = `127.0.0.1:${node.port}`;
     for (const origin of ['http://evil.example', `http://127.0.0.1:${node.port + 1}`, 'null']) {
       const res = await call('POST', '/cluster/leave', { host, origin, 'content-type': 'application/json' }, '{}');
-      assert.equal(res.status, 401, `${origin}: ${JSON.stringify(res.json)}`);
-      assert.equal((await call('GET', '/state', { host, origin })).status, 401, origin);
+      assert.equal(res.status, 403, `${origin}: ${JSON.stringify(res.json)}`);
+      assert.equal((await call('GET', '/state', { host, origin })).status, 403, origin);
     }
     assert.equal((await call('GET', '/state', { host, origin: `http://${host}` })).status, 200);
   });

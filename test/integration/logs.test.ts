@@ -138,6 +138,16 @@ describe('a two-node cluster: A reads B’s logs and metrics', () => {
     }
   });
 
+  test('GET /logs?node=&history= reads a member’s log file over the data plane', async () => {
+    const res = await fetch(`${a.url}/logs?node=beta&history=1000`);
+    assert.equal(res.status, 200, await res.clone().text());
+    const body = (await res.json()) as { node: { nodeId: string }; entries: { msg: string }[]; lastSeq: number };
+    assert.equal(body.node.nodeId, bId);
+    assert.ok(body.entries.some((e) => /^Shoal node 'beta' serving on/.test(e.msg)));
+    assert.ok(!body.entries.some((e) => /^Shoal node 'alpha'/.test(e.msg)), 'B’s file, not A’s');
+    assert.ok(body.lastSeq > 0);
+  });
+
   test('shoal logs <member> prints the member’s lines', async () => {
     const res = await shoal(a, 'logs', 'beta');
     assert.equal(res.code, 0, res.stderr);

@@ -329,9 +329,13 @@ describe('models on disk through a real node and a local hub', () => {
     assert.match(builtin.body.error.message, /built-in/);
     const encoded = await api<ErrorBody>(node, 'DELETE', `/models/${encodeURIComponent(Q4_ID)}`);
     assert.equal(encoded.status, 404);
-    const pullUnknown = await shoal(node, 'models', 'pull', Q4_ID);
-    assert.equal(pullUnknown.code, 1);
-    assert.match(pullUnknown.stderr, /no model card 'shoal-test\/Tiny-GGUF:Q4_K_M': add it first/);
+    // The route pulls only a model with a card (the CLI's pull adds a hub repo first: launch.test.ts).
+    const pullUnknown = await api<ErrorBody>(node, 'POST', '/models/pull', { id: Q4_ID });
+    assert.equal(pullUnknown.status, 404);
+    assert.match(pullUnknown.body.error.message, /no model card 'shoal-test\/Tiny-GGUF:Q4_K_M': add it first/);
+    const notARepo = await shoal(node, 'models', 'pull', 'no-such-model');
+    assert.equal(notARepo.code, 1);
+    assert.match(notARepo.stderr, /no model 'no-such-model' on this node/);
   });
 
   test('add --pull adds and downloads in one step', async () => {

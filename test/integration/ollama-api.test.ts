@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Ajv } from 'ajv';
-import { Ollama, type ChatRequest, type ChatResponse, type GenerateRequest, type Message, type Tool } from 'ollama';
+import { Ollama, type ChatRequest, type ChatResponse, type GenerateRequest, type Message, type Options, type Tool } from 'ollama';
 import { startTestNode, type TestNode } from '../support/node-process.js';
 
 const MODEL = 'shoal/tiny';
@@ -116,6 +116,8 @@ describe('Ollama API on a real node', () => {
     const ps = await ollama.ps();
     assert.equal(ps.models.length, 1);
     const loaded = ps.models[0] as (typeof ps.models)[0] & { context_length: number };
+    // A node's default model was sized by no placement: its file, all in RAM.
+    assert.equal(loaded.size, tag.size);
     assert.equal(loaded.size_vram, 0);
     assert.ok(Date.parse(String(loaded.expires_at)) > Date.now() + 365 * 24 * 3600 * 1000);
     assert.ok(loaded.context_length > 0);
@@ -270,19 +272,49 @@ describe('Ollama API on a real node', () => {
     assert.equal(after.eval_count, 4);
   });
 
-  test('errors are {error} with Ollama’s statuses; unsupported options are refused by name', async () => {
+  test('Ollama’s documented options are accepted; those Shoal cannot apply change nothing', async () => {
+    const request = { model: MODEL, messages: [{ role: 'user', content: 'Tell me about the sea.' }] };
+    const plain = await ollama.chat({ ...request, options: GREEDY });
+    const options = { ...GREEDY, num_ctx: 1_000_000, typical_p: 0.5, tfs_z: 0.5, mirostat: 2, mirostat_tau: 5, mirostat_eta: 0.1, num_keep: 5, num_thread: 2 };
+    const withOptions = await ollama.chat({ ...request, options });
+    assert.equal(withOptions.message.content, plain.message.content);
+    assert.equal(withOptions.eval_count, GREEDY.num_predict);
+    const streamed = await streamGenerate(ollama, { model: MODEL, prompt: 'hi', options: { ...options, num_predict: 3 } });
+    assert.equal(streamed.last!.eval_count, 3);
+    // Embedding clients send the same options object.
+    const embedded = await ollama.embed({ model: MODEL, input: 'the sea', options });
+    assert.deepEqual(embedded.embeddings, (await ollama.embed({ model: MODEL, input: 'the sea' })).embeddings);
+  });
+
+  test('top_k, min_p, repeat_penalty and repeat_last_n reach the engine', async () => {
+    const request = { model: MODEL, messages: [{ role: 'user', content: 'Tell me about the sea.' }] };
+    const content = async (options: Partial<Options>): Promise<string> => (await ollama.chat({ ...request, options: { num_predict: 24, ...options } })).message.content;
+    const greedy = await content({ temperature: 0 });
+    const hot = { temperature: 1, seed: 5 };
+    assert.notEqual(await content(hot), greedy, 'temperature 1 samples away from the greedy answer');
+    assert.equal(await content({ ...hot, top_k: 1 }), greedy, 'top_k 1 keeps only the most likely token');
+    assert.equal(await content({ ...hot, min_p: 1 }), greedy, 'min_p 1 keeps only the most likely token');
+    assert.equal(await content({ ...hot, top_k: 0 }), await content(hot), 'top_k 0 is off');
+    const penalized = await content({ temperature: 0, repeat_penalty: 10 });
+    assert.notEqual(penalized, greedy, 'a strong repetition penalty changes the greedy answer');
+    assert.equal(await content({ temperature: 0, repeat_penalty: 10, repeat_last_n: 0 }), greedy, 'over a window of no tokens it penalizes nothing');
+    await expectStatus(ollama.chat({ ...request, options: { min_p: 2 } }), 400, /options\.min_p/);
+    await expectStatus(ollama.chat({ ...request, options: { repeat_penalty: 0 } }), 400, /options\.repeat_penalty/);
+  });
+
+  test('errors are {error} with Ollama’s statuses; unknown options are refused by name', async () => {
     await expectStatus(ollama.chat({ model: 'nobody/nothing', messages: [{ role: 'user', content: 'hi' }] }), 404, /^model 'nobody\/nothing' not found/);
     await expectStatus(ollama.show({ model: 'nobody/nothing' }), 404, /not found/);
     await expectStatus(ollama.embed({ model: 'nobody/nothing', input: 'x' }), 404, /not found/);
-    await expectStatus(ollama.chat({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], options: { top_k: 40 } }), 400, /options\.top_k/);
+    const typo = { top_kk: 40 } as unknown as Partial<Options>;
+    await expectStatus(ollama.chat({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], options: typo }), 400, /options\.top_kk/);
     await expectStatus(ollama.generate({ model: MODEL, prompt: 'hi', suffix: 'end' }), 400, /suffix/);
     await expectStatus(ollama.chat({ model: MODEL, messages: [{ role: 'user', content: 'hi', images: ['aGk='] }] }), 400, /messages\[0\]\.images/);
-    await expectStatus(ollama.chat({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], options: { num_ctx: 1_000_000 } }), 400, /num_ctx/);
 
     const bad = await fetch(`${node.url}/api/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model": ' });
     assert.equal(bad.status, 400);
     assert.equal(typeof ((await bad.json()) as { error: unknown }).error, 'string');
-    const unknown = await fetch(`${node.url}/api/pull`, { method: 'POST', body: '{}' });
+    const unknown = await fetch(`${node.url}/api/push`, { method: 'POST', body: '{}' });
     assert.equal(unknown.status, 404);
     assert.equal(typeof ((await unknown.json()) as { error: unknown }).error, 'string');
   });
@@ -365,6 +397,8 @@ describe('Ollama API with --api-key', () => {
   test('no key or a wrong key is a 401 {error}; the right bearer key is let in', async () => {
     await expectStatus(new Ollama({ host: node.url }).list(), 401, /API key/);
     await expectStatus(new Ollama({ host: node.url, headers: { Authorization: 'Bearer wrong' } }).chat({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }), 401);
+    // Pull and delete answer to the access of the /models routes: this machine, or the admin token.
+    assert.deepEqual(await new Ollama({ host: node.url }).pull({ model: MODEL }), { status: 'success' });
     const authed = new Ollama({ host: node.url, headers: { Authorization: 'Bearer secret' } });
     assert.equal((await authed.list()).models.length, 1);
     const res = await authed.generate({ model: MODEL, prompt: 'hi', options: { num_predict: 2 } });

@@ -112,7 +112,7 @@ describe('placement across network namespaces', { skip, timeout: 900_000 }, () =
     if (root) await rm(root, { recursive: true, force: true });
   });
 
-  test('replicas of a model answer through every node; when a replica’s node dies, the other serves', async () => {
+  test('replicas of a model answer through every node; a replica’s node down past the prune time leaves the other serving and a spare takes its place', async () => {
     const instance = await place(h(1), { model: 'shoal/tiny-eos', replicas: 2 });
     assert.equal(instance.shape, 'replicas');
     for (const node of nodes) {
@@ -123,10 +123,19 @@ describe('placement across network namespaces', { skip, timeout: 900_000 }, () =
     const victim = holders.find((n) => n !== h(1)) ?? holders[0]!;
     const asker = nodes.find((n) => !holders.includes(n))!;
     await kill(victim);
-    for (let i = 0; i < 5; i++) {
+    // Down past the prune time (30 s) and the lost-node grace (5 s): the survivor answers throughout.
+    const downUntil = Date.now() + 45_000;
+    for (let i = 0; Date.now() < downUntil; i++) {
       const res = await complete(asker, 'shoal/tiny-eos', `question ${i}`);
       assert.equal(res.status, 200, `request ${i} after the kill, through ${asker.host.name}: ${res.body}`);
     }
+    const lostId = instance.placements[holders.indexOf(victim)]!.nodeId;
+    const survivorId = instance.placements.find((p) => p.nodeId !== lostId)!.nodeId;
+    await eventually('the lost replica replaced on a spare node, the survivor kept', 30_000, async () => {
+      const now = (await status(asker)).instances.find((i) => i.instanceId === instance.instanceId);
+      const ids = now?.placements.map((p) => p.nodeId) ?? [];
+      return ids.length === 2 && ids.includes(survivorId) && !ids.includes(lostId) ? true : undefined;
+    });
     start(victim);
     await eventually(`${victim.host.name} back`, 60_000, async () => ((await status(victim)).role === 'member' ? true : undefined)).catch((error: unknown) => {
       throw new Error(`${(error as Error).message}\n--- ${victim.host.name} output ---\n${victim.output?.all.toString().slice(-3000) ?? ''}`);

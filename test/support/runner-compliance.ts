@@ -41,12 +41,12 @@ const PROMPT: InferenceTask['prompt'] = { kind: 'text', text: 'Once upon a time 
  * cancels it or kills the engine under it.
  */
 export function runnerComplianceSuite(name: string, makeRunner: (options: ComplianceRunnerOptions) => ServingRunner, suite: ComplianceSuiteOptions): void {
-  function generate(maxTokens: number | null): InferenceTask {
+  function generate(maxTokens: number | null, sampling: Partial<InferenceTask['sampling']> = {}): InferenceTask {
     return {
       kind: 'generate',
       model: suite.modelId,
       prompt: PROMPT,
-      sampling: { maxTokens, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
+      sampling: { maxTokens, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0, ...sampling },
       stop: [],
       tools: [],
       toolChoice: { mode: 'auto' },
@@ -74,6 +74,15 @@ export function runnerComplianceSuite(name: string, makeRunner: (options: Compli
       onEvent?.(event, texts);
     }
     return events;
+  }
+
+  /** The text of one answer of `maxTokens` tokens. */
+  async function answer(runner: ServingRunner, maxTokens: number, sampling: Partial<InferenceTask['sampling']>): Promise<string> {
+    let text = '';
+    for await (const event of runner.run(generate(maxTokens, sampling), new AbortController().signal)) {
+      if (event.type === 'text') text += event.text;
+    }
+    return text;
   }
 
   async function fails(promise: Promise<unknown>, code: ErrorCode): Promise<ShoalError> {
@@ -154,6 +163,22 @@ export function runnerComplianceSuite(name: string, makeRunner: (options: Compli
         assert.match(middle.map((event) => (event.type === 'text' ? event.text : '')).join(''), /\S/);
         assert.deepEqual(events.at(-1), { type: 'end', finishReason: 'length', stopSequence: null, usage: { promptTokens, completionTokens: 8 } });
         assert.equal(runner.status().inFlight, 0);
+      }));
+
+    test('llama.cpp\'s samplers are honoured: top_k 1 or min_p 1 sample the greedy answer; a repetition penalty changes it', () =>
+      withRunner({}, async (runner) => {
+        await runner.whenReady();
+        const tokens = 32;
+        const greedy = await answer(runner, tokens, {});
+        const hot = { temperature: 1, seed: 11 };
+        // Without a restriction, temperature 1 samples something else (the precondition of the next two).
+        assert.notEqual(await answer(runner, tokens, hot), greedy, 'temperature 1 samples away from the greedy answer');
+        assert.equal(await answer(runner, tokens, { ...hot, topK: 1 }), greedy, 'top_k 1 keeps only the most likely token');
+        assert.equal(await answer(runner, tokens, { ...hot, minP: 1 }), greedy, 'min_p 1 keeps only the most likely token');
+        const penalized = await answer(runner, tokens, { repeatPenalty: 10 });
+        assert.notEqual(penalized, greedy, 'a strong repetition penalty changes the greedy answer');
+        assert.equal(await answer(runner, tokens, { repeatPenalty: 10 }), penalized, 'deterministically');
+        assert.equal(await answer(runner, tokens, { repeatPenalty: 10, repeatLastN: 0 }), greedy, 'a window of 0 tokens penalizes nothing');
       }));
 
     test('cancelling mid-stream ends the request with CANCELLED and frees its slot for the next one', () =>

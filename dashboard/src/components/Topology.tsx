@@ -2,9 +2,9 @@
 // a health ring whose hover text says what is wrong and what to do), lines for the links between
 // them, and nodes seen on the network but not in the cluster as dashed boxes off to the side.
 
-import type { ReactNode } from 'react';
+import { useEffect, useState, type ReactNode } from 'react';
 import { circleLayout } from '../lib/chart.js';
-import { formatBytes, formatPercent, shortId } from '../lib/format.js';
+import { formatBytes, formatPercent } from '../lib/format.js';
 import type { NodeHealth, NodeResources, StateView } from '../lib/types.js';
 import { HEALTH_WORDS } from '../lib/words.js';
 import { healthTitle } from './Bits.js';
@@ -21,6 +21,21 @@ interface GraphNode {
 
 const BOX_W = 176;
 const BOX_H = 104;
+/** Below this width the boxes stack in a column drawn at full size: a circle scaled to a phone is unreadable. */
+const NARROW_QUERY = '(max-width: 560px)';
+const COLUMN_GAP = 28;
+
+function useNarrow(): boolean {
+  const [narrow, setNarrow] = useState(() => window.matchMedia?.(NARROW_QUERY).matches ?? false);
+  useEffect(() => {
+    const media = window.matchMedia?.(NARROW_QUERY);
+    if (!media) return;
+    const onChange = (): void => setNarrow(media.matches);
+    media.addEventListener('change', onChange);
+    return () => media.removeEventListener('change', onChange);
+  }, []);
+  return narrow;
+}
 
 export interface Usage {
   memory: number | null;
@@ -84,30 +99,67 @@ function Bar({ x, y, label, fraction, text }: { x: number; y: number; label: str
   );
 }
 
-export function Topology({ state }: { state: StateView }): ReactNode {
-  const nodes = graphNodes(state);
-  const ghosts = state.discovered;
-  const n = nodes.length;
+interface Layout {
+  width: number;
+  height: number;
+  positions: { x: number; y: number }[];
+  /** Where the row (or, narrow, the column) of nodes seen on the network starts. */
+  ghostsY: number;
+  ghostsH: number;
+}
+
+function wideLayout(n: number, ghosts: number): Layout {
   const width = n <= 2 ? 520 : 640;
   const height = n <= 2 ? 150 : n <= 4 ? 400 : 480;
   const margin = BOX_H / 2 + 16;
   const positions = n === 2 ? [{ x: 120, y: height / 2 }, { x: width - 120, y: height / 2 }] : circleLayout(n, width, height, margin);
-  const at = new Map(nodes.map((node, i) => [node.nodeId, positions[i]!]));
-  const ghostH = ghosts.length > 0 ? 80 : 0;
+  return { width, height: height + (ghosts > 0 ? 80 : 0), positions, ghostsY: height + 14, ghostsH: 52 };
+}
+
+function columnLayout(n: number, ghosts: number): Layout {
+  // Room on the right for the arcs that join boxes that are not next to each other.
+  const width = BOX_W + 48;
+  const step = BOX_H + COLUMN_GAP;
+  const positions = Array.from({ length: n }, (_, i) => ({ x: BOX_W / 2 + 8, y: 8 + BOX_H / 2 + i * step }));
+  const nodesH = 16 + n * BOX_H + (n - 1) * COLUMN_GAP;
+  return { width, height: nodesH + ghosts * 62, positions, ghostsY: nodesH + 6, ghostsH: 52 };
+}
+
+/** A straight line between neighbours; in the column, an arc to the right around the boxes between. */
+function edgePath(a: { x: number; y: number }, b: { x: number; y: number }, column: boolean): string {
+  if (!column || Math.abs(a.y - b.y) <= BOX_H + COLUMN_GAP) return `M${a.x},${a.y} L${b.x},${b.y}`;
+  const side = BOX_W / 2 + 8 + Math.min(32, Math.abs(a.y - b.y) / 12);
+  return `M${a.x + BOX_W / 2},${a.y} C${a.x + side},${a.y} ${b.x + side},${b.y} ${b.x + BOX_W / 2},${b.y}`;
+}
+
+export function Topology({ state }: { state: StateView }): ReactNode {
+  const narrow = useNarrow();
+  const nodes = graphNodes(state);
+  const ghosts = state.discovered;
+  const n = nodes.length;
+  const layout = narrow ? columnLayout(n, ghosts.length) : wideLayout(n, ghosts.length);
+  const { width } = layout;
+  const at = new Map(nodes.map((node, i) => [node.nodeId, layout.positions[i]!]));
   const health = new Map(nodes.map((node) => [node.nodeId, node.health.level]));
 
   return (
-    <svg className="topology" style={{ maxWidth: width * 1.25 }} viewBox={`0 0 ${width} ${height + ghostH}`} role="img" aria-label={`Cluster topology: ${n} member${n === 1 ? '' : 's'}`} data-members={state.members.length}>
+    <svg
+      className="topology"
+      style={{ maxWidth: width * 1.25 }}
+      viewBox={`0 0 ${width} ${layout.height}`}
+      role="img"
+      aria-label={`Cluster topology: ${n} member${n === 1 ? '' : 's'}`}
+      data-members={state.members.length}
+      data-layout={narrow ? 'column' : 'circle'}
+    >
       {edges(state, nodes).map(([a, b]) => {
-        const pa = at.get(a)!;
-        const pb = at.get(b)!;
         const down = [a, b].some((id) => health.get(id) === 'suspect' || health.get(id) === 'pruned');
-        return <line key={`${a}-${b}`} className={down ? 'topo-edge down' : 'topo-edge'} x1={pa.x} y1={pa.y} x2={pb.x} y2={pb.y} data-edge={`${a} ${b}`} />;
+        return <path key={`${a}-${b}`} className={down ? 'topo-edge down' : 'topo-edge'} d={edgePath(at.get(a)!, at.get(b)!, narrow)} data-edge={`${a} ${b}`} />;
       })}
       {nodes.map((node) => {
         const p = at.get(node.nodeId)!;
         const usage = usageOf(state.resources[node.nodeId]);
-        const title = `${node.name} (${node.nodeId})\nFingerprint ${node.fingerprint}\n${HEALTH_WORDS[node.health.level] ?? node.health.level}${node.health.reasons.length ? `\n\n${healthTitle(node.health)}` : ''}`;
+        const title = `${node.name}\nFingerprint ${node.fingerprint}\n${HEALTH_WORDS[node.health.level] ?? node.health.level}${node.health.reasons.length ? `\n\n${healthTitle(node.health)}` : ''}`;
         return (
           <g key={node.nodeId} transform={`translate(${p.x - BOX_W / 2},${p.y - BOX_H / 2})`} className={`topo-node health-${node.health.level}`} data-member={node.nodeId} data-self={node.isSelf || undefined} data-master={node.isMaster || undefined}>
             <title>{title}</title>
@@ -117,7 +169,7 @@ export function Topology({ state }: { state: StateView }): ReactNode {
               {node.name.length > 16 ? `${node.name.slice(0, 15)}…` : node.name}
             </text>
             <text className="topo-tags" x={12} y={40}>
-              {[node.isSelf ? 'This node' : null, node.isMaster ? '★ Master' : null].filter(Boolean).join(' · ') || shortId(node.nodeId)}
+              {[node.isSelf ? 'This node' : null, node.isMaster ? '★ Master' : null].filter(Boolean).join(' · ') || 'Member'}
             </text>
             <Bar x={12} y={52} label="MEM" fraction={usage.memory} text={usage.text.memory} />
             <Bar x={12} y={68} label="CPU" fraction={usage.cpu} text={usage.text.cpu} />
@@ -126,11 +178,13 @@ export function Topology({ state }: { state: StateView }): ReactNode {
         );
       })}
       {ghosts.map((ghost, i) => {
-        const w = Math.min(150, (width - 20) / Math.max(1, ghosts.length) - 10);
+        const w = narrow ? BOX_W : Math.min(150, (width - 20) / Math.max(1, ghosts.length) - 10);
+        const x = narrow ? 8 : 10 + i * (w + 10);
+        const y = narrow ? layout.ghostsY + i * 62 : layout.ghostsY;
         return (
-          <g key={ghost.nodeId} transform={`translate(${10 + i * (w + 10)},${height + 14})`} className="topo-ghost" data-discovered={ghost.nodeId}>
+          <g key={ghost.nodeId} transform={`translate(${x},${y})`} className="topo-ghost" data-discovered={ghost.nodeId}>
             <title>{`${ghost.name} is on this network but not in the cluster.\nFingerprint ${ghost.fingerprint}`}</title>
-            <rect width={w} height={52} rx={10} />
+            <rect width={w} height={layout.ghostsH} rx={10} />
             <text className="topo-name" x={10} y={22}>
               {ghost.name.length > 14 ? `${ghost.name.slice(0, 13)}…` : ghost.name}
             </text>

@@ -5,8 +5,10 @@ import { useState, type ReactNode } from 'react';
 import { api } from '../api.js';
 import { Empty, HealthBadge, UsageBar } from '../components/Bits.js';
 import { ActionButton, ConfirmButton, Modal, useAction } from '../components/Modal.js';
+import { ConnectPanel } from '../components/ConnectPanel.js';
+import { ClusterDownloads } from '../components/ClusterDownloads.js';
 import { Topology, usageOf } from '../components/Topology.js';
-import { formatDuration, shortId } from '../lib/format.js';
+import { formatDuration } from '../lib/format.js';
 import type { MemberView, StateView } from '../lib/types.js';
 import { useLive } from '../live.js';
 
@@ -61,9 +63,17 @@ function NicknameButton({ member, onDone }: { member: MemberView; onDone: () => 
   );
 }
 
+/**
+ * A node with no other member is standalone to its operator: the first launch founds a cluster of one
+ * (placement needs a log), which changes nothing they can see or do, so the page does not say "cluster".
+ */
+export function isStandalone(state: StateView): boolean {
+  return state.members.filter((m) => !m.isSelf).length === 0;
+}
+
 function Members({ state }: { state: StateView }): ReactNode {
   const { refresh } = useLive();
-  if (state.members.length === 0) {
+  if (isStandalone(state)) {
     return <Empty>This node is on its own. Invite a node below, or join a cluster with a code.</Empty>;
   }
   return (
@@ -81,8 +91,8 @@ function Members({ state }: { state: StateView }): ReactNode {
                 {m.hostPreferred && !m.isMaster && <span className="tag">Preferred host</span>}
                 <HealthBadge health={m.health} />
               </div>
-              <div className="muted mono" title={m.nodeId}>
-                {m.fingerprint} · {shortId(m.nodeId, 12)}
+              <div className="muted mono" title="Fingerprint: compare it with what this member's own dashboard or `shoal status` shows">
+                {m.fingerprint}
               </div>
               {m.health.reasons.length > 0 && (
                 <ul className="reasons">
@@ -150,7 +160,7 @@ function Discovered({ state }: { state: StateView }): ReactNode {
         <div key={d.nodeId} className="row" data-discovered-row={d.nodeId}>
           <div className="row-main">
             <strong>{d.name}</strong>
-            <div className="muted mono" title={d.nodeId}>
+            <div className="muted mono">
               Fingerprint {d.fingerprint}
             </div>
           </div>
@@ -262,13 +272,14 @@ export function ClusterPage(): ReactNode {
   const { state, refresh } = useLive();
   if (!state) return <Empty>Reading the cluster…</Empty>;
   const master = state.members.find((m) => m.isMaster);
+  const standalone = isStandalone(state);
   return (
     <div className="page cluster-page">
       <section className="card" aria-labelledby="topo-title">
         <div className="card-head">
           <h2 id="topo-title">Topology</h2>
-          <span className="muted">
-            {state.role === 'member' ? `${state.members.length} member${state.members.length === 1 ? '' : 's'} · master ${master ? (master.nickname ?? master.name) : 'being elected'} · term ${state.term}` : 'Standalone'}
+          <span className="muted" data-cluster-role={standalone ? 'standalone' : 'member'}>
+            {standalone ? 'Standalone: this node runs on its own' : `${state.members.length} members · master ${master ? (master.nickname ?? master.name) : 'being elected'} · term ${state.term}`}
           </span>
         </div>
         <Topology state={state} />
@@ -279,10 +290,14 @@ export function ClusterPage(): ReactNode {
 
       <Invitations state={state} />
 
+      <ConnectPanel state={state} />
+
       <section className="card" aria-labelledby="members-title">
         <h2 id="members-title">Members</h2>
         <Members state={state} />
       </section>
+
+      <ClusterDownloads state={state} />
 
       <section className="card" aria-labelledby="net-title">
         <h2 id="net-title">Nodes on this network</h2>
@@ -291,7 +306,7 @@ export function ClusterPage(): ReactNode {
         <JoinCodes />
       </section>
 
-      {state.role === 'member' && (
+      {!standalone && (
         <section className="card" aria-labelledby="leave-title">
           <h2 id="leave-title">Leave or dissolve</h2>
           <div className="row-actions">

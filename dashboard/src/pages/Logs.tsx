@@ -1,14 +1,17 @@
 // Each member's recent log lines, live: GET /logs/stream?node= sends the tail, then every new line
 // (`event: log`), `event: gap` when lines were dropped before they could be read, and `event: status`
-// when the member cannot be reached.
+// when the member cannot be reached. "Earlier lines" reads further back from the member's log file
+// (GET /logs?history=), across its restarts.
 
 import { useEffect, useRef, useState, type ReactNode } from 'react';
-import { openStream, type StreamStatus } from '../api.js';
+import { api, openStream, type StreamStatus } from '../api.js';
 import { Empty, ErrorBox } from '../components/Bits.js';
 import { routeHash } from '../lib/route.js';
-import { useLive } from '../live.js';
+import { hasNodeId, nameNodeIds } from '../lib/names.js';
+import { useLive, useNodeNames } from '../live.js';
 
 interface LogEntry {
+  /** The ring's number; negative for a line read from the log file (those have none), counting back. */
   seq: number;
   time: number;
   level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
@@ -20,6 +23,8 @@ type Line = { kind: 'log'; entry: LogEntry } | { kind: 'gap'; dropped: number; k
 
 /** Lines kept on the page; older ones scroll away. */
 const MAX_LINES = 2000;
+/** Lines "Earlier lines" asks for (the route's most, LOG_HISTORY_MAX_LINES). */
+const HISTORY_LINES = 2000;
 const LEVEL_RANK: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 };
 
 function time(ms: number): string {
@@ -35,18 +40,40 @@ function fieldsText(fields: Record<string, unknown>): string {
 
 export function LogsPage({ params }: { params: Record<string, string> }): ReactNode {
   const { state } = useLive();
+  const name = useNodeNames();
   const node = params.node ?? state?.nodeId ?? '';
   const [lines, setLines] = useState<Line[]>([]);
   const [status, setStatus] = useState<StreamStatus>('connecting');
   const [remoteError, setRemoteError] = useState<string | null>(null);
   const [minLevel, setMinLevel] = useState('trace');
   const [follow, setFollow] = useState(true);
+  const [history, setHistory] = useState<{ loading: boolean; error: string | null }>({ loading: false, error: null });
   const box = useRef<HTMLDivElement>(null);
+  const shownNode = useRef(node);
+  shownNode.current = node;
+
+  const loadHistory = async (): Promise<void> => {
+    const asked = node;
+    setHistory({ loading: true, error: null });
+    try {
+      const answer = await api<{ entries: Omit<LogEntry, 'seq'>[]; lastSeq: number }>('GET', `logs?node=${encodeURIComponent(asked)}&history=${HISTORY_LINES}`);
+      // Another machine was picked meanwhile: these lines are not its.
+      if (shownNode.current !== asked) return;
+      const n = answer.entries.length;
+      const earlier: Line[] = answer.entries.map((entry, i) => ({ kind: 'log', entry: { ...entry, seq: i - n } }));
+      // The file has every line up to lastSeq: those shown already are replaced, the later ones stay.
+      setLines((list) => [...earlier, ...list.filter((l) => l.kind === 'log' && l.entry.seq > answer.lastSeq)]);
+      setHistory({ loading: false, error: null });
+    } catch (error) {
+      setHistory({ loading: false, error: (error as Error).message });
+    }
+  };
 
   useEffect(() => {
     if (node === '') return;
     setLines([]);
     setRemoteError(null);
+    setHistory({ loading: false, error: null });
     let lastSeq: number | null = null;
     let gaps = 0;
     const handle = openStream(() => `logs/stream?node=${encodeURIComponent(node)}${lastSeq === null ? '' : `&since=${lastSeq}`}`, {
@@ -106,12 +133,16 @@ export function LogsPage({ params }: { params: Record<string, string> }): ReactN
           <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} />
           Follow
         </label>
+        <button type="button" onClick={() => void loadHistory()} disabled={history.loading || node === ''} title="Read further back, from the machine's log file">
+          {history.loading ? 'Reading…' : 'Earlier lines'}
+        </button>
         <span className={`conn conn-${status}`} data-stream={status}>
           <i />
           {status === 'live' ? 'Live' : status === 'unauthorized' ? 'Token needed' : status === 'connecting' ? 'Connecting' : 'Reconnecting'}
         </span>
       </div>
       {remoteError && <ErrorBox title="This machine does not answer">{remoteError}</ErrorBox>}
+      {history.error && <ErrorBox title="Could not read earlier lines">{history.error}</ErrorBox>}
       <div className="log-box" ref={box} role="log" aria-label="Log lines">
         {shown.length === 0 && <Empty>No lines yet.</Empty>}
         {shown.map((line) =>
@@ -120,12 +151,18 @@ export function LogsPage({ params }: { params: Record<string, string> }): ReactN
               … {line.dropped} line{line.dropped === 1 ? '' : 's'} dropped before they could be read
             </div>
           ) : (
-            <div key={line.entry.seq} className={`log-line level-${line.entry.level}`} data-seq={line.entry.seq}>
+            <div
+              key={line.entry.seq}
+              className={`log-line level-${line.entry.level}`}
+              data-seq={line.entry.seq}
+              // Peer ids show as names; the hover keeps the ids, to copy.
+              title={hasNodeId(line.entry.msg + fieldsText(line.entry.fields)) ? `${line.entry.msg} ${fieldsText(line.entry.fields)}` : undefined}
+            >
               <span className="log-time">{time(line.entry.time)}</span>
               <span className="log-level">{line.entry.level}</span>
               {typeof line.entry.fields.part === 'string' && <span className="log-part">{line.entry.fields.part}</span>}
-              <span className="log-msg">{line.entry.msg}</span>
-              <span className="log-fields">{fieldsText(line.entry.fields)}</span>
+              <span className="log-msg">{nameNodeIds(line.entry.msg, name)}</span>
+              <span className="log-fields">{nameNodeIds(fieldsText(line.entry.fields), name)}</span>
             </div>
           ),
         )}

@@ -10,8 +10,11 @@ import { ActionButton, ConfirmButton, Modal, useAction } from '../components/Mod
 import { useNotify } from '../components/Notice.js';
 import { formatBytes, formatNumber, formatPercent } from '../lib/format.js';
 import type { DownloadListView, DownloadView, InstanceView, LocalModelView, ModelListView, ModelView, PlacementErrorView, PlanView, SearchResultView } from '../lib/types.js';
+import { nameNodeIds } from '../lib/names.js';
 import { describePlacementError, roleWords, SHAPE_WORDS } from '../lib/words.js';
 import { useLive, useNodeNames } from '../live.js';
+import { ApprovalPrompt, DownloadReportRow, PlannedDownloads } from '../components/ClusterDownloads.js';
+import type { DownloadsPlan } from '../../../src/placement/downloads.js';
 
 const ORIGIN_WORDS: Record<string, string> = { builtin: 'Built-in', added: 'From Hugging Face', user: 'Custom card', store: 'Files only' };
 const DISK_WORDS: Record<string, string> = {
@@ -27,14 +30,17 @@ const DISK_WORDS: Record<string, string> = {
 
 function PlacementFailure({ error }: { error: PlacementErrorView }): ReactNode {
   const words = describePlacementError(error);
+  const name = useNodeNames();
   return (
     <ErrorBox title={words.title}>
-      <p>{words.detail}</p>
+      <p>{nameNodeIds(words.detail, name)}</p>
       {words.advice && <p className="muted">{words.advice}</p>}
       {error.causes && error.causes.length > 0 && (
         <ul>
           {error.causes.map((c, i) => (
-            <li key={i}>{describePlacementError(c).title}: {c.message}</li>
+            <li key={i}>
+              {describePlacementError(c).title}: {nameNodeIds(c.message, name)}
+            </li>
           ))}
         </ul>
       )}
@@ -50,7 +56,7 @@ function PlanPreview({ plan }: { plan: PlanView }): ReactNode {
         <span className="tag">{SHAPE_WORDS[plan.shape] ?? plan.shape}</span>
         <span>
           {plan.predictedDecodeTokPerS === null ? (
-            <span data-predicted="none">No speed prediction for this placement</span>
+            <span data-predicted="none">No prediction (not measured)</span>
           ) : (
             <>
               Predicted <strong data-predicted>{formatNumber(plan.predictedDecodeTokPerS)} tokens/s</strong> per request
@@ -93,7 +99,7 @@ function PlanPreview({ plan }: { plan: PlanView }): ReactNode {
       {plan.warnings.length > 0 && (
         <ul className="warnings">
           {plan.warnings.map((w, i) => (
-            <li key={i}>⚠ {w}</li>
+            <li key={i}>⚠ {nameNodeIds(w, name)}</li>
           ))}
         </ul>
       )}
@@ -142,6 +148,7 @@ function LaunchDialog({ model, onClose }: { model: ModelView; onClose: () => voi
   const notify = useNotify();
   const [options, setOptions] = useState<LaunchOptions>({ replicas: '', minNodes: '', parallel: '', contextTokens: '', kvCacheType: '', flashAttention: '', exclude: [] });
   const [plan, setPlan] = useState<PlanView | null>(null);
+  const [downloads, setDownloads] = useState<DownloadsPlan | null>(null);
   const [failure, setFailure] = useState<PlacementErrorView | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [previewing, setPreviewing] = useState(true);
@@ -151,9 +158,10 @@ function LaunchDialog({ model, onClose }: { model: ModelView; onClose: () => voi
     const controller = new AbortController();
     setPreviewing(true);
     const timer = setTimeout(() => {
-      api<{ plan: PlanView }>('POST', 'place_instance', launchBody(model.id, options, true), controller.signal)
+      api<{ plan: PlanView; downloads: DownloadsPlan }>('POST', 'place_instance', launchBody(model.id, options, true), controller.signal)
         .then((res) => {
           setPlan(res.plan);
+          setDownloads(res.downloads);
           setFailure(null);
           setError(null);
         })
@@ -194,7 +202,7 @@ function LaunchDialog({ model, onClose }: { model: ModelView; onClose: () => voi
             onClick={() =>
               void run(async () => {
                 const res = await api<{ instance: InstanceView }>('POST', 'place_instance', launchBody(model.id, options, false));
-                notify('ok', `Launched ${res.instance.modelId}`);
+                notify('ok', res.instance.awaitingApproval ? `Placed ${res.instance.modelId}: approve its downloads under Running` : `Launched ${res.instance.modelId}`);
                 await refresh();
                 onClose();
               })
@@ -262,6 +270,7 @@ function LaunchDialog({ model, onClose }: { model: ModelView; onClose: () => voi
       )}
       <h3>Placement preview {previewing && <span className="muted small">(planning…)</span>}</h3>
       {plan && <PlanPreview plan={plan} />}
+      {plan && downloads && <PlannedDownloads downloads={downloads} />}
       {failure && <PlacementFailure error={failure} />}
       {error && <ErrorBox title="No preview">{error}</ErrorBox>}
     </Modal>
@@ -307,7 +316,7 @@ function Instances(): ReactNode {
               <strong>{inst.modelId}</strong>
               <span className="tag">{SHAPE_WORDS[inst.shape] ?? inst.shape}</span>
               <span className="muted small">
-                {inst.predictedDecodeTokPerS > 0 ? `~${formatNumber(inst.predictedDecodeTokPerS)} tokens/s · ` : ''}context {inst.contextTokens} · {inst.parallel} parallel
+                {inst.predictedDecodeTokPerS !== null ? `~${formatNumber(inst.predictedDecodeTokPerS)} tokens/s` : 'no prediction (not measured)'} · context {inst.contextTokens} · {inst.parallel} parallel
               </span>
             </div>
             <ul className="runners">
@@ -324,6 +333,10 @@ function Instances(): ReactNode {
                 </li>
               ))}
             </ul>
+            {inst.downloads.map((d) => (
+              <DownloadReportRow key={`${d.nodeId}-${d.id}`} nodeId={d.nodeId} report={d} />
+            ))}
+            <ApprovalPrompt instance={inst} />
             {inst.warnings.length > 0 && (
               <ul className="warnings">
                 {inst.warnings.map((w, i) => (

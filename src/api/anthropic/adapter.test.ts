@@ -138,6 +138,7 @@ test('every error code maps to an Anthropic error type and status', () => {
   const allowed = new Map([
     ['invalid_request_error', [400, 499]],
     ['authentication_error', [401]],
+    ['permission_error', [403]],
     ['not_found_error', [404]],
     ['request_too_large', [413]],
     ['api_error', [500]],
@@ -152,6 +153,7 @@ test('every error code maps to an Anthropic error type and status', () => {
   }
   assert.equal(toAnthropicError(new ShoalError('MODEL_NOT_FOUND', 'x')).status, 404);
   assert.equal(toAnthropicError(new ShoalError('UNAUTHORIZED', 'x')).body.error.type, 'authentication_error');
+  assert.equal(toAnthropicError(new ShoalError('FORBIDDEN', 'x')).body.error.type, 'permission_error');
   assert.equal(toAnthropicError(new ShoalError('QUEUE_FULL', 'x')).headers['retry-after'], '1');
 });
 

@@ -5,6 +5,7 @@ import { assertNever, type ShoalError } from '../../common/errors.js';
 export type AnthropicErrorType =
   | 'invalid_request_error'
   | 'authentication_error'
+  | 'permission_error'
   | 'not_found_error'
   | 'request_too_large'
   | 'api_error'
@@ -39,6 +40,8 @@ export function toAnthropicError(error: ShoalError): MappedError {
       return mapped(400, 'invalid_request_error');
     case 'UNAUTHORIZED':
       return mapped(401, 'authentication_error');
+    case 'FORBIDDEN':
+      return mapped(403, 'permission_error');
     case 'NOT_FOUND':
     case 'MODEL_NOT_FOUND':
       return mapped(404, 'not_found_error');

@@ -1,3 +1,5 @@
+import type { ClusterSettings } from '../../master/state/settings.js';
+
 /**
  * What the control routes and the CLI need from the node: its view of the cluster and the
  * membership actions. The node shell implements it; every method maps to one HTTP route.
@@ -27,6 +29,10 @@ export interface MemberView {
 export interface StatusView {
   nodeId: string;
   name: string;
+  /** Shoal's version (package.json) this node runs, shown by the dashboard. */
+  version: string;
+  /** Whether the inference routes (`/v1`, `/api`) ask for an API key (the dashboard's connect panel says so). */
+  apiKeyRequired: boolean;
   fingerprint: string;
   /** Where other nodes reach this one (libp2p multiaddrs, with /p2p/<nodeId>). */
   addrs: string[];
@@ -52,6 +58,38 @@ export interface StatusView {
   links: { from: string; to: string }[];
   /** The complete model copies each node reports holding (this node's read now), with the report's age. */
   artifacts: Record<string, ArtifactsView>;
+  /** Cluster-wide settings (src/master/state/settings.ts; API keys as digests); the defaults on a standalone node. */
+  settings: ClusterSettings;
+  /** Each member's downloads in progress and those that failed in the last 10 minutes (this node's read now). */
+  downloads: Record<string, NodeDownloadsView>;
+}
+
+/** A download as the telemetry plane carries it (src/wire/telemetry.ts), with a peer source named. */
+export interface DownloadReportView {
+  id: string;
+  modelId: string;
+  state: 'resolving' | 'downloading' | 'failed' | 'cancelled';
+  doneBytes: number;
+  totalBytes: number;
+  bytesPerSecond: number;
+  source: { kind: 'hub' } | { kind: 'disk' } | { kind: 'peer'; nodeId: string; name: string | null } | null;
+  error: { code: string; message: string } | null;
+  /** How long ago it started (or ended, for a failed one), as the node measured it. */
+  agoMs: number;
+}
+
+export interface NodeDownloadsView {
+  /** At most 4 per node (the telemetry message's cap), running ones first. */
+  downloads: DownloadReportView[];
+  ageMs: number;
+}
+
+/** A download an instance's placement needs on a member that does not hold the model. */
+export interface PendingDownloadView {
+  nodeId: string;
+  name: string | null;
+  bytes: number;
+  source: 'hub' | 'peer';
 }
 
 export interface ArtifactsView {
@@ -67,10 +105,19 @@ export interface InstanceView {
   createdAt: string;
   contextTokens: number;
   parallel: number;
-  predictedDecodeTokPerS: number;
+  /** Single-stream decode prediction; null where the placement was not predicted (a node had not measured its bandwidth, or a GPU backend). */
+  predictedDecodeTokPerS: number | null;
   warnings: string[];
-  placements: { nodeId: string; role: 'full' | 'driver' | 'donor'; backend: string; layerCount: number; tensorSplit: number | null }[];
+  /** `estimatedBytes`: the memory the planner reserved for the part (weights, KV cache and overhead). */
+  placements: { nodeId: string; role: 'full' | 'driver' | 'donor'; backend: string; layerCount: number; tensorSplit: number | null; estimatedBytes: number }[];
   runners: { nodeId: string; role: 'full' | 'driver' | 'donor'; state: 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped' | 'unknown'; reason: string | null; inFlight: number; queued: number }[];
+  /**
+   * Downloads that wait for an operator's approval (`shoal models approve`, the dashboard) before any
+   * part starts; null once approved or when none needed it.
+   */
+  awaitingApproval: PendingDownloadView[] | null;
+  /** The downloads of this instance's model on the nodes holding its parts, as each reports them. */
+  downloads: (DownloadReportView & { nodeId: string })[];
 }
 
 export interface NodeControl {

@@ -10,6 +10,8 @@ export function controlStatus(error: ShoalError): number {
       return 400;
     case 'UNAUTHORIZED':
       return 401;
+    case 'FORBIDDEN':
+      return 403;
     case 'NOT_FOUND':
     case 'MODEL_NOT_FOUND':
       return 404;

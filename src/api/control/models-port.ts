@@ -1,4 +1,5 @@
 import type {
+  AddFileResult,
   AddRequest,
   AddResult,
   ClusterRemoveResult,
@@ -20,6 +21,8 @@ export interface ModelsControl {
   list(): Promise<ModelListView>;
   search(query: string, limit?: number): Promise<SearchView>;
   add(request: AddRequest): Promise<AddResult>;
+  /** A GGUF on the node's machine (absolute path) taken into the store, with a `local/<stem>` card. */
+  addFile(path: string): Promise<AddFileResult>;
   pull(id: string): Promise<PullView>;
   listDownloads(): DownloadListView;
   getDownload(id: string): DownloadView;

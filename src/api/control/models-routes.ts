@@ -1,3 +1,4 @@
+import { isAbsolute } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ShoalError } from '../../common/errors.js';
@@ -7,12 +8,12 @@ import { fromFastifyError } from '../fastify-errors.js';
 import { parseBody } from '../validation.js';
 import { controlStatus } from './errors.js';
 import type { ModelsControl } from './models-port.js';
-import { checkAdmin } from './routes.js';
+import { checkAdmin, type AdminToken } from './routes.js';
 
 export interface ModelsRoutesOptions {
   models: ModelsControl;
   /** This start's admin token; callers not on loopback must present it (as for the control routes). */
-  adminToken: string;
+  adminToken: AdminToken;
 }
 
 /** HTTP status per models failure: the hub's failures are a bad gateway, a full disk 507, a busy model 409. */
@@ -67,6 +68,13 @@ const AddBody = z.strictObject({
   revision: z.string().min(1).max(200).optional(),
   pull: z.boolean().optional(),
 });
+const AddFileBody = z.strictObject({
+  path: z
+    .string()
+    .min(1)
+    .max(4096)
+    .refine((p) => isAbsolute(p), 'give the absolute path of the .gguf file on the node\'s machine'),
+});
 const PullBody = z.strictObject({ id: z.string().min(1).max(200) });
 const DeleteQuery = z.strictObject({ local: z.enum(['0', '1', 'true', 'false']).optional() });
 
@@ -96,6 +104,10 @@ export async function modelsRoutes(app: FastifyInstance, options: ModelsRoutesOp
   });
   app.post('/models/add', async (request, reply) => {
     const result = await models.add(parseBody(AddBody, request.body));
+    return reply.code(result.created ? 201 : 200).send(result);
+  });
+  app.post('/models/add-file', async (request, reply) => {
+    const result = await models.addFile(parseBody(AddFileBody, request.body).path);
     return reply.code(result.created ? 201 : 200).send(result);
   });
   app.post('/models/pull', async (request, reply) => {

@@ -4,14 +4,17 @@
 import { z } from 'zod';
 import { CARD_KV_CACHE_TYPES, CARD_MAX_PARALLEL, FLASH_ATTENTION_MODES } from '../../models/cards/card.js';
 import type { PlacementError } from '../../placement/errors.js';
+import type { DownloadsPlan } from '../../placement/downloads.js';
 import type { Plan } from '../../placement/planner.js';
 
 /** What the placement routes need from the node. */
 export interface PlacementControl {
-  /** The plan, or the planner's typed reason it cannot be placed. */
-  plan(request: PlaceBody): Promise<{ ok: true; plan: Plan } | { ok: false; error: PlacementError }>;
+  /** The plan and the downloads it would start, or the planner's typed reason it cannot be placed. */
+  plan(request: PlaceBody): Promise<{ ok: true; plan: Plan; downloads: DownloadsPlan } | { ok: false; error: PlacementError }>;
   /** Places it; throws a ShoalError carrying `placement` when the planner refuses. */
   place(request: PlaceBody): Promise<unknown>;
+  /** Approves the downloads an instance waits for (idempotent). */
+  approve(instanceId: string): Promise<unknown>;
   end(instanceId: string): Promise<void>;
 }
 
@@ -28,5 +31,7 @@ export const PlaceBody = z.strictObject({
   kv_cache_type: z.enum(CARD_KV_CACHE_TYPES).optional(),
   flash_attention: z.enum(FLASH_ATTENTION_MODES).optional(),
   dry_run: z.boolean().optional(),
+  /** Approves up front the downloads above the cluster's `downloadApprovalBytes` (default false: they wait). */
+  approve_downloads: z.boolean().optional(),
 });
 export type PlaceBody = z.infer<typeof PlaceBody>;

@@ -5,7 +5,7 @@ import type { PlacementError } from '../../placement/errors.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import { parseBody } from '../validation.js';
 import { PlaceBody, type PlacementControl } from './placement-port.js';
-import { checkAdmin, sendControlError } from './routes.js';
+import { checkAdmin, sendControlError, type AdminToken } from './routes.js';
 
 
 const DryRunQuery = z.object({ dry_run: z.enum(['1', 'true', '0', 'false']).optional() });
@@ -14,8 +14,8 @@ function placementBody(error: PlacementError): { error: { code: string; message:
   return { error: { code: 'PLACEMENT_FAILED', message: `cannot place: ${error.message}`, placement: error } };
 }
 
-/** `POST /place_instance` (with `dry_run`) and `DELETE /instance/:id`, behind the admin token. */
-export async function placementRoutes(app: FastifyInstance, options: { placement: PlacementControl; adminToken: string }): Promise<void> {
+/** `POST /place_instance` (with `dry_run`), `POST /instance/:id/approve` and `DELETE /instance/:id`, behind the admin token. */
+export async function placementRoutes(app: FastifyInstance, options: { placement: PlacementControl; adminToken: AdminToken }): Promise<void> {
   const { placement } = options;
   app.setErrorHandler((error, _request, reply) => sendControlError(reply, fromFastifyError(error)));
   app.addHook('onRequest', async (request) => checkAdmin(request, options.adminToken));
@@ -27,7 +27,7 @@ export async function placementRoutes(app: FastifyInstance, options: { placement
     if (dryRun) {
       const result = await placement.plan(body);
       if (!result.ok) return reply.code(409).send(placementBody(result.error));
-      return { plan: result.plan };
+      return { plan: result.plan, downloads: result.downloads };
     }
     try {
       const instance = await placement.place(body);
@@ -37,6 +37,11 @@ export async function placementRoutes(app: FastifyInstance, options: { placement
       if (error instanceof ShoalError && failure.placement !== undefined) return reply.code(409).send(placementBody(failure.placement));
       throw error;
     }
+  });
+
+  app.post('/instance/:id/approve', async (request) => {
+    const { id } = request.params as { id: string };
+    return { instance: await placement.approve(id) };
   });
 
   app.delete('/instance/:id', async (request) => {

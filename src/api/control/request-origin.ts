@@ -48,13 +48,13 @@ export function checkRequestOrigin(request: FastifyRequest): void {
   const name = typeof host === 'string' ? hostnameOf(host) : null;
   if (name === null || (isIP(name) === 0 && !ownNames().has(name))) {
     throw new ShoalError(
-      'UNAUTHORIZED',
+      'FORBIDDEN',
       `control routes answer only to this node's own name or address, not Host '${host ?? ''}': to reach it by that name, add it to ${ALLOWED_HOSTS_ENV}`,
     );
   }
   const origin = request.headers.origin;
   if (origin !== undefined && !sameOrigin(origin, host!)) {
-    throw new ShoalError('UNAUTHORIZED', `control routes refuse requests from other web origins (Origin '${origin}'): use the node's own dashboard or the CLI`);
+    throw new ShoalError('FORBIDDEN', `control routes refuse requests from other web origins (Origin '${origin}'): use the node's own dashboard or the CLI`);
   }
   if (!SAFE_METHODS.has(request.method) && request.headers[CONTROL_REQUEST_HEADER] === undefined && !isJson(request.headers['content-type'])) {
     throw new ShoalError('BAD_REQUEST', `state-changing control routes need a JSON body or the '${CONTROL_REQUEST_HEADER}: 1' header (docs/API.md)`);

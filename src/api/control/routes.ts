@@ -10,9 +10,12 @@ import { controlErrorBody, controlStatus } from './errors.js';
 
 export interface ControlRoutesOptions {
   control: NodeControl;
-  /** This start's admin token; callers not on loopback must present it. */
-  adminToken: string;
+  /** The node's admin token; callers not on loopback must present it. */
+  adminToken: AdminToken;
 }
+
+/** The admin token, or how to read it now: a rotation (`shoal token --rotate`) applies to the next request. */
+export type AdminToken = string | (() => string);
 
 /** True for 127.0.0.0/8 and ::1, including IPv4-mapped IPv6. */
 export function isLoopback(address: string | undefined): boolean {
@@ -27,10 +30,10 @@ export function isLoopback(address: string | undefined): boolean {
  * loopback callers pass, and only with what a web page could not forge (request-origin.ts): a page
  * the user visits runs on the same machine, so loopback alone proves nothing.
  */
-export function checkAdmin(request: FastifyRequest, adminToken: string): void {
+export function checkAdmin(request: FastifyRequest, adminToken: AdminToken): void {
   const header = request.headers.authorization;
   const presented = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim())?.[1] : undefined;
-  const expected = Buffer.from(adminToken);
+  const expected = Buffer.from(typeof adminToken === 'string' ? adminToken : adminToken());
   const given = Buffer.from(presented ?? '');
   if (given.length === expected.length && timingSafeEqual(given, expected)) return;
   if (!isLoopback(request.socket.remoteAddress)) {

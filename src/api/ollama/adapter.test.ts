@@ -6,22 +6,25 @@ import type { RunnerTask, TaskEvent } from '../../wire/task.js';
 import { ApiKeys } from '../auth.js';
 import type { Dispatcher, ModelListing } from '../dispatch.js';
 import { parseBody } from '../validation.js';
-import { toOllamaError } from './errors.js';
+import { ModelsError } from '../../models/hub/errors.js';
+import { downloadFailure, toOllamaError } from './errors.js';
 import {
   chatRequestToTask,
+  deleteTarget,
   embedTask,
   generateRequestToTask,
   OLLAMA_DEFAULT_TEMPERATURE,
   OLLAMA_DEFAULT_TOP_P,
   ollamaName,
+  pullPlan,
   resolveModelName,
   type TargetModel,
 } from './normalize.js';
 import { ollamaRoutes } from './routes.js';
-import { ChatRequest, EmbedRequest, GenerateRequest, ShowRequest } from './schemas.js';
-import { doneStats, embedBody, embeddingsBody, modelDigest, ndjsonLine, psBody, showBody, tagBody, toolCallBodies } from './serialize.js';
+import { ChatRequest, DeleteRequest, EmbedRequest, GenerateRequest, IGNORED_OPTIONS, PullRequest, ShowRequest } from './schemas.js';
+import { doneStats, embedBody, embeddingsBody, fileDigest, modelDigest, ndjsonLine, psBody, pullProgressBodies, showBody, tagBody, toolCallBodies } from './serialize.js';
 
-const target: TargetModel = { id: 'shoal/tiny', contextSize: 4096, chat: true };
+const target: TargetModel = { id: 'shoal/tiny', chat: true };
 
 const listing: ModelListing = {
   id: 'shoal/tiny',
@@ -156,8 +159,8 @@ test('generate templates the prompt as a user turn unless raw; non-chat models g
 
 test('unsupported parameters are refused by name, never ignored', () => {
   const cases: [() => unknown, string][] = [
-    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { top_k: 40 } }), 'options.top_k'],
-    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { repeat_penalty: 1.1 } }), 'options.repeat_penalty'],
+    // Ollama defines no such option: a typo is refused, not silently ignored.
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { top_kk: 40 } }), 'options.top_kk'],
     [() => chat({ messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }), 'messages[0].images'],
     [() => chat({ messages: [{ role: 'user', content: 'x' }], think: 'high' }), 'think'],
     [() => chat({ messages: [{ role: 'user', content: 'x' }], truncate: false }), 'truncate'],
@@ -166,7 +169,8 @@ test('unsupported parameters are refused by name, never ignored', () => {
     [() => generate({ prompt: 'x', context: [1, 2] }), 'context'],
     [() => generate({ prompt: 'x', template: '{{ .Prompt }}' }), 'template'],
     [() => parseBody(EmbedRequest, { model: 'm', input: 'x', dimensions: 8 }), 'dimensions'],
-    [() => parseBody(EmbedRequest, { model: 'm', input: 'x', options: { temperature: 0 } }), 'options.temperature'],
+    [() => parseBody(EmbedRequest, { model: 'm', input: 'x', options: { temprature: 0 } }), 'options.temprature'],
+    [() => parseBody(PullRequest, { model: 'm', quant: 'Q4_K_M' }), 'quant'],
   ];
   for (const [fn, param] of cases) {
     const error = failure(fn);
@@ -178,7 +182,8 @@ test('unsupported parameters are refused by name, never ignored', () => {
 
 test('invalid values are a BAD_REQUEST naming the field', () => {
   const cases: [() => unknown, string][] = [
-    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { num_ctx: 8192 } }), 'options.num_ctx'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { top_k: 'forty' } }), 'options.top_k'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { use_mmap: 1 } }), 'options.use_mmap'],
     [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { temperature: 3 } }), 'options.temperature'],
     [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { num_predict: 0 } }), 'options.num_predict'],
     [() => chat({ messages: [{ role: 'user', content: 'x' }], format: 'xml' }), 'format'],
@@ -187,6 +192,8 @@ test('invalid values are a BAD_REQUEST naming the field', () => {
     [() => chat({ messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'bad name' } }] }), 'tools[0].function.name'],
     [() => parseBody(ShowRequest, {}), 'model'],
     [() => parseBody(ShowRequest, { model: 'm', verbose: true }), 'verbose'],
+    [() => parseBody(PullRequest, { stream: true }), 'model'],
+    [() => parseBody(DeleteRequest, {}), 'model'],
   ];
   for (const [fn, param] of cases) {
     const error = failure(fn);
@@ -195,10 +202,65 @@ test('invalid values are a BAD_REQUEST naming the field', () => {
   }
 });
 
-test('embed tasks truncate by default; num_ctx is checked against the context', () => {
-  assert.deepEqual(embedTask(['a', 'b'], undefined, undefined, target, true), { kind: 'embed', model: 'shoal/tiny', inputs: ['a', 'b'], truncate: true, normalize: true });
-  assert.equal(embedTask(['a'], false, 4096, target, false).truncate, false);
-  assert.equal(failure(() => embedTask(['a'], true, 4097, target, true)).param, 'options.num_ctx');
+test('embed tasks truncate by default', () => {
+  assert.deepEqual(embedTask(['a', 'b'], undefined, target, true), { kind: 'embed', model: 'shoal/tiny', inputs: ['a', 'b'], truncate: true, normalize: true });
+  assert.equal(embedTask(['a'], false, target, false).truncate, false);
+});
+
+/** What LangChain, Continue and Open WebUI send: Ollama's documented options with their defaults. */
+const CLIENT_OPTIONS = {
+  num_ctx: 1_000_000,
+  typical_p: 1,
+  tfs_z: 1,
+  mirostat: 0,
+  mirostat_tau: 5,
+  mirostat_eta: 0.1,
+  penalize_newline: true,
+  num_keep: 24,
+  num_batch: 512,
+  num_gpu: -1,
+  main_gpu: 0,
+  low_vram: false,
+  f16_kv: true,
+  logits_all: false,
+  vocab_only: false,
+  use_mmap: true,
+  use_mlock: false,
+  numa: false,
+  num_thread: 8,
+  embedding_only: false,
+  rope_frequency_base: 10000,
+  rope_frequency_scale: 1,
+};
+
+test('top_k, min_p, repeat_penalty and repeat_last_n land in the task; absent, they stay off', () => {
+  const messages = [{ role: 'user', content: 'x' }];
+  const task = chat({ messages, options: { temperature: 1, top_k: 40, min_p: 0.05, repeat_penalty: 1.1, repeat_last_n: 64 } });
+  assert.deepEqual(task.sampling, { maxTokens: null, temperature: 1, topP: OLLAMA_DEFAULT_TOP_P, seed: null, presencePenalty: 0, frequencyPenalty: 0, topK: 40, minP: 0.05, repeatPenalty: 1.1, repeatLastN: 64 });
+  assert.equal(generate({ prompt: 'x', options: { top_k: 1, repeat_last_n: -1 } }).sampling.topK, 1);
+  assert.equal(generate({ prompt: 'x', options: { repeat_last_n: -1 } }).sampling.repeatLastN, -1);
+  // top_k 0 or below is llama.cpp's "off": the same task as none.
+  assert.deepEqual(chat({ messages, options: { top_k: 0 } }), chat({ messages }));
+  assert.deepEqual(chat({ messages, options: { top_k: -1 } }), chat({ messages }));
+  assert.equal('topK' in chat({ messages }).sampling, false);
+  for (const [options, param] of [
+    [{ min_p: 1.5 }, 'options.min_p'],
+    [{ repeat_penalty: 0 }, 'options.repeat_penalty'],
+    [{ repeat_last_n: -2 }, 'options.repeat_last_n'],
+    [{ top_k: 1.5 }, 'options.top_k'],
+  ] as const) {
+    assert.throws(() => chat({ messages, options }), (error: unknown) => error instanceof ShoalError && error.param === param, param);
+  }
+});
+
+test('Ollama’s other documented options are accepted and leave the task as it is', () => {
+  assert.deepEqual(Object.keys(CLIENT_OPTIONS).filter((k) => k !== 'num_ctx').sort(), Object.keys(IGNORED_OPTIONS).sort(), 'the test sends every ignored option');
+  const messages = [{ role: 'user', content: 'x' }];
+  const honoured = { temperature: 0.3, top_p: 0.7, seed: 3, num_predict: 9, stop: 'END', presence_penalty: 0.2, frequency_penalty: 0.1 };
+  assert.deepEqual(chat({ messages, options: { ...honoured, ...CLIENT_OPTIONS } }), chat({ messages, options: honoured }));
+  assert.deepEqual(generate({ prompt: 'x', options: CLIENT_OPTIONS }), generate({ prompt: 'x' }));
+  // Embeddings take the same options object clients send for chat.
+  assert.deepEqual(parseBody(EmbedRequest, { model: 'm', input: 'x', options: { ...honoured, ...CLIENT_OPTIONS } }).input, 'x');
 });
 
 test('model names: exact ids, or the id with :latest; other tags do not resolve', () => {
@@ -210,6 +272,45 @@ test('model names: exact ids, or the id with :latest; other tags do not resolve'
   assert.equal(resolveModelName('other', ids), null);
   assert.equal(ollamaName('shoal/tiny'), 'shoal/tiny:latest');
   assert.equal(ollamaName('org/model:q4'), 'org/model:q4');
+});
+
+test('pull: a known model is pulled by id (or is already here), any other name is a hub repo to add', () => {
+  const known = [
+    { id: 'shoal/tiny', origin: 'builtin', state: 'builtin' },
+    { id: 'org/repo:Q4_K_M', origin: 'added', state: 'not-downloaded' },
+    { id: 'mine/local', origin: 'user', state: 'file' },
+    { id: 'org/kept:Q8_0', origin: 'store', state: 'on-disk' },
+  ] as const;
+  assert.deepEqual(pullPlan('shoal/tiny:latest', known), { kind: 'present', id: 'shoal/tiny' });
+  assert.deepEqual(pullPlan('mine/local', known), { kind: 'present', id: 'mine/local' });
+  assert.deepEqual(pullPlan('org/kept:Q8_0', known), { kind: 'present', id: 'org/kept:Q8_0' });
+  assert.deepEqual(pullPlan('org/repo:Q4_K_M', known), { kind: 'download', id: 'org/repo:Q4_K_M' });
+  assert.deepEqual(pullPlan('hf.co/org/repo:Q8_0', known), { kind: 'add', repo: 'hf.co/org/repo:Q8_0' });
+  assert.deepEqual(pullPlan('org/repo', known), { kind: 'add', repo: 'org/repo' });
+  assert.equal(deleteTarget('org/repo:Q4_K_M', known), 'org/repo:Q4_K_M');
+  assert.equal(deleteTarget('shoal/tiny:latest', known), 'shoal/tiny');
+  assert.equal(deleteTarget('elsewhere/model:latest', known), 'elsewhere/model', 'another member may hold it');
+});
+
+test('pull progress: one line per file whose bytes moved, named by a stable sha256 digest', () => {
+  const sent = new Map<string, number>();
+  const view = (a: number, b: number) => ({
+    repo: 'org/repo',
+    revision: 'c'.repeat(40),
+    files: [
+      { path: 'm-00001-of-00002.gguf', totalBytes: 10, doneBytes: a, state: 'downloading' as const },
+      { path: 'm-00002-of-00002.gguf', totalBytes: 20, doneBytes: b, state: 'queued' as const },
+    ],
+  });
+  const first = pullProgressBodies(view(4, 0), sent);
+  const digest = fileDigest('org/repo', 'c'.repeat(40), 'm-00001-of-00002.gguf');
+  assert.match(digest, /^sha256:[0-9a-f]{64}$/);
+  assert.deepEqual(first[0], { status: `pulling ${digest.slice(7, 19)}`, digest, total: 10, completed: 4 });
+  assert.equal(first.length, 2);
+  assert.deepEqual(pullProgressBodies(view(4, 0), sent), [], 'nothing moved');
+  const next = pullProgressBodies(view(10, 5), sent);
+  assert.deepEqual(next.map((b) => [b.total, b.completed]), [[10, 10], [20, 5]]);
+  assert.notEqual(next[0]!.digest, next[1]!.digest);
 });
 
 test('NDJSON lines cannot be forged by CR/LF in echoed values', () => {
@@ -253,9 +354,13 @@ test('listings have Ollama’s shapes', () => {
   assert.equal(tag.digest, modelDigest('shoal/tiny'));
   assert.deepEqual(tag.details, { parent_model: '', format: 'gguf', family: 'llama', families: ['llama'], parameter_size: '1.2M', quantization_level: 'Q8_0' });
   const ps = psBody(listing);
+  assert.equal(ps.size, 1234, 'no placement sized it: the file');
   assert.equal(ps.size_vram, 0);
   assert.equal(ps.context_length, 4096);
   assert.ok(Date.parse(ps.expires_at) > Date.parse('2100-01-01'));
+  const placed = psBody({ ...listing, memory: { bytes: 5000, gpuBytes: 3000 } });
+  assert.equal(placed.size, 5000, 'what placement reserved');
+  assert.equal(placed.size_vram, 3000);
   const show = showBody(listing);
   assert.deepEqual(show.model_info, { 'general.architecture': 'llama', 'llama.context_length': 4096 });
   assert.deepEqual(show.capabilities, ['completion', 'embedding', 'tools']);
@@ -281,6 +386,12 @@ test('every error code maps to an Ollama {error} with a 4xx/5xx status', () => {
   assert.equal(status('QUEUE_FULL'), 429);
   assert.equal(status('INTERNAL'), 500);
   assert.equal(status('MODEL_LOADING'), 503);
+  // Pull and delete failures answer as the /models routes do, also when a failed download reports them.
+  assert.equal(toOllamaError(new ModelsError('HUB_UNREACHABLE', 'x')).status, 502);
+  assert.equal(toOllamaError(new ModelsError('MODEL_IN_USE', 'x')).status, 409);
+  assert.equal(toOllamaError(downloadFailure({ code: 'DISK_FULL', reason: 'INSUFFICIENT_DISK', message: 'full' }, 'pull')).status, 507);
+  assert.equal(toOllamaError(downloadFailure({ code: 'CANCELLED', reason: null, message: 'cancelled' }, 'pull')).status, 499);
+  assert.equal(downloadFailure(null, 'the pull').code, 'INTERNAL');
 });
 
 /** A dispatcher that answers every generate task with the scripted events. */
@@ -300,7 +411,7 @@ function fakeDispatcher(script: (task: RunnerTask) => TaskEvent[], failAfter?: n
 
 async function serve(dispatcher: Dispatcher) {
   const app = Fastify();
-  await app.register(ollamaRoutes, { dispatcher, apiKeys: new ApiKeys([]) });
+  await app.register(ollamaRoutes, { dispatcher, apiKeys: new ApiKeys([]), adminToken: 'admin' });
   return app;
 }
 
@@ -373,5 +484,23 @@ test('load requests, form-encoded bodies, unknown models and mid-stream failures
   const broken = await app.inject({ method: 'POST', url: '/api/generate', payload: { model: 'shoal/tiny', prompt: 'x' } });
   const lines = broken.body.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
   assert.deepEqual(lines.at(-1), { error: 'the runner crashed' });
+  await app.close();
+});
+
+test('pull and delete answer to the admin access of the /models routes; inference routes to API keys', async () => {
+  const app = Fastify();
+  await app.register(ollamaRoutes, { dispatcher: fakeDispatcher(() => answer), apiKeys: new ApiKeys(['key']), adminToken: 'admin' });
+  const remote = { remoteAddress: '10.0.0.7', headers: { host: '10.0.0.1:52600' } };
+  const pull = (authorization: string) =>
+    app.inject({ method: 'POST', url: '/api/pull', ...remote, headers: { ...remote.headers, authorization, 'content-type': 'application/json' }, payload: { model: 'org/repo' } });
+  const withKey = await pull('Bearer key');
+  assert.equal(withKey.statusCode, 401);
+  assert.match(withKey.json<{ error: string }>().error, /admin token/);
+  // The admin token gets through (to a node without a model store here).
+  const withAdmin = await pull('Bearer admin');
+  assert.equal(withAdmin.statusCode, 404);
+  assert.match(withAdmin.json<{ error: string }>().error, /no model store/);
+  const chatWithAdmin = await app.inject({ method: 'POST', url: '/api/chat', ...remote, headers: { ...remote.headers, authorization: 'Bearer admin' }, payload: { model: 'shoal/tiny', messages: [] } });
+  assert.equal(chatWithAdmin.statusCode, 401, 'the admin token is no API key');
   await app.close();
 });

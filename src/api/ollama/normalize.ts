@@ -1,4 +1,5 @@
 import { ShoalError } from '../../common/errors.js';
+import type { ModelView } from '../../models/views.js';
 import type { ChatMessage, EmbeddingTask, InferenceTask, OutputFormat, Sampling, ToolDefinition } from '../../wire/task.js';
 import { generateTask } from '../task-builder.js';
 import type { ChatRequest, EmbedRequest, GenerateRequest, OllamaMessage, OllamaTool, Options } from './schemas.js';
@@ -13,13 +14,11 @@ const LATEST_TAG = ':latest';
 /** What normalize needs to know about the model a request names. */
 export interface TargetModel {
   id: string;
-  /** Tokens of context per request on the serving instance, once known. */
-  contextSize: number | null;
   /** Whether prompts for it go through its chat template. */
   chat: boolean;
 }
 
-/** The placed model id an Ollama model name refers to, or null. */
+/** The model id (placed, or a card on disk) an Ollama model name refers to, or null. */
 export function resolveModelName(name: string, ids: readonly string[]): string | null {
   if (ids.includes(name)) return name;
   if (name.endsWith(LATEST_TAG)) {
@@ -48,15 +47,6 @@ export function wantsThinking(think: ChatRequest['think']): boolean {
   return think !== false;
 }
 
-function checkContext(numCtx: number | undefined, target: TargetModel): void {
-  if (numCtx === undefined || target.contextSize === null || numCtx <= target.contextSize) return;
-  throw new ShoalError(
-    'BAD_REQUEST',
-    `invalid 'options.num_ctx': model '${target.id}' serves ${target.contextSize} tokens of context per request and Shoal sizes contexts per node (--context-size); send num_ctx <= ${target.contextSize} or leave it out`,
-    { param: 'options.num_ctx' },
-  );
-}
-
 function sampling(options: Options | undefined): Partial<Sampling> {
   const numPredict = options?.num_predict;
   const seed = options?.seed;
@@ -68,6 +58,11 @@ function sampling(options: Options | undefined): Partial<Sampling> {
     seed: seed !== undefined && seed >= 0 ? seed : null,
     presencePenalty: options?.presence_penalty ?? 0,
     frequencyPenalty: options?.frequency_penalty ?? 0,
+    // Absent, these samplers stay off (not Ollama's top_k 40 / repeat_penalty 1.1), as on the other APIs.
+    ...(options?.top_k !== undefined && options.top_k > 0 ? { topK: options.top_k } : {}),
+    ...(options?.min_p !== undefined ? { minP: options.min_p } : {}),
+    ...(options?.repeat_penalty !== undefined ? { repeatPenalty: options.repeat_penalty } : {}),
+    ...(options?.repeat_last_n !== undefined ? { repeatLastN: options.repeat_last_n } : {}),
   };
 }
 
@@ -154,7 +149,6 @@ export function chatRequestToTask(request: ChatRequest, target: TargetModel): In
   const messages = request.messages ?? [];
   if (messages.length === 0) throw new ShoalError('BAD_REQUEST', "invalid 'messages': send at least one message", { param: 'messages' });
   wantsThinking(request.think);
-  checkContext(request.options?.num_ctx, target);
   return generateTask({
     model: target.id,
     prompt: { kind: 'chat', messages: toChatMessages(messages) },
@@ -179,7 +173,6 @@ export function generateRequestToTask(request: GenerateRequest, target: TargetMo
     throw unsupported('context', 'token contexts from earlier answers are not supported; use /api/chat with the earlier turns as messages');
   }
   wantsThinking(request.think);
-  checkContext(request.options?.num_ctx, target);
   const prompt = request.prompt ?? '';
   const system = request.system ?? '';
   if (request.raw === true && system !== '') {
@@ -206,7 +199,33 @@ export function embedInputs(input: EmbedRequest['input']): string[] {
   return typeof input === 'string' ? [input] : input;
 }
 
-export function embedTask(inputs: string[], truncate: boolean | undefined, numCtx: number | undefined, target: TargetModel, normalize: boolean): EmbeddingTask {
-  checkContext(numCtx, target);
+export function embedTask(inputs: string[], truncate: boolean | undefined, target: TargetModel, normalize: boolean): EmbeddingTask {
   return { kind: 'embed', model: target.id, inputs, truncate: truncate ?? true, normalize };
+}
+
+/** What `/api/pull` of a name does: nothing (already here), download a known card, or add a hub repo and download it. */
+export type PullPlan = { kind: 'present'; id: string } | { kind: 'download'; id: string } | { kind: 'add'; repo: string };
+
+type KnownModel = Pick<ModelView, 'id' | 'origin' | 'state'>;
+
+/**
+ * A name that is a model of this node (its card id, or `<id>:latest`) pulls that model; any other
+ * is a hub repo (`owner/name[:QUANT]`, also with Ollama's `hf.co/` prefix) that gets a card first,
+ * as `shoal models add --pull` does.
+ */
+export function pullPlan(name: string, known: readonly KnownModel[]): PullPlan {
+  const id = resolveModelName(name, known.map((m) => m.id));
+  const model = known.find((m) => m.id === id);
+  if (!model) return { kind: 'add', repo: name };
+  // Built-in models are generated where they run, local files and card-less copies are on disk: nothing to fetch.
+  if (model.origin === 'builtin' || model.state === 'file' || (model.origin === 'store' && model.state === 'on-disk')) return { kind: 'present', id: model.id };
+  return { kind: 'download', id: model.id };
+}
+
+/**
+ * The model id `/api/delete` removes, on every member that holds it (as `shoal models rm` does): this
+ * node's model of that name, else the name itself without `:latest` (another member may hold it).
+ */
+export function deleteTarget(name: string, known: readonly Pick<ModelView, 'id'>[]): string {
+  return resolveModelName(name, known.map((m) => m.id)) ?? (name.endsWith(LATEST_TAG) ? name.slice(0, -LATEST_TAG.length) : name);
 }

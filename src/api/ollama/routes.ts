@@ -8,9 +8,22 @@ import { checkJsonDepth } from '../json-body.js';
 import type { FamilyOptions } from '../family.js';
 import { clientAbortSignal, startTask, writeCoalesced, type StartedTask } from '../stream.js';
 import { parseBody } from '../validation.js';
-import { toOllamaError } from './errors.js';
-import { chatRequestToTask, embedInputs, embedTask, generateRequestToTask, resolveModelName, wantsThinking, type TargetModel } from './normalize.js';
-import { ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest, ShowRequest } from './schemas.js';
+import type { DownloadView } from '../../models/views.js';
+import type { ModelsControl } from '../control/models-port.js';
+import { checkAdmin, type AdminToken } from '../control/routes.js';
+import { downloadFailure, toOllamaError } from './errors.js';
+import {
+  chatRequestToTask,
+  deleteTarget,
+  embedInputs,
+  embedTask,
+  generateRequestToTask,
+  pullPlan,
+  resolveModelName,
+  wantsThinking,
+  type TargetModel,
+} from './normalize.js';
+import { ChatRequest, DeleteRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest, PullRequest, ShowRequest } from './schemas.js';
 import {
   chatChunkBody,
   chatDoneBody,
@@ -24,6 +37,8 @@ import {
   ndjsonLine,
   NDJSON_HEADERS,
   psBody,
+  pullProgressBodies,
+  pullStepBody,
   showBody,
   tagBody,
   toolCallBodies,
@@ -43,23 +58,50 @@ interface AnswerShape {
 const CHAT: AnswerShape = { chunk: chatChunkBody, done: chatDoneBody };
 const GENERATE: AnswerShape = { chunk: generateChunkBody, done: generateDoneBody };
 
-/** The Ollama family: `/api/chat`, `/api/generate`, `/api/embed(dings)`, `/api/tags`, `/api/ps`, `/api/show`, `/api/version`. */
-export async function ollamaRoutes(app: FastifyInstance, options: FamilyOptions): Promise<void> {
+/** How often a streamed `/api/pull` reads the download's progress. */
+export const PULL_PROGRESS_POLL_MS = 250;
+
+/** Routes that change the node's disk: they answer to the access of the /models routes, not to API keys. */
+const MANAGEMENT_ROUTES = new Set(['/api/pull', '/api/delete']);
+
+export interface OllamaRoutesOptions extends FamilyOptions {
+  /** The node's models on disk, for `/api/pull` and `/api/delete` (without it they answer 404). */
+  models?: ModelsControl;
+  /** `/api/pull` and `/api/delete` need it from other machines, as the /models routes do. */
+  adminToken: AdminToken;
+}
+
+/**
+ * The Ollama family: `/api/chat`, `/api/generate`, `/api/embed(dings)`, `/api/tags`, `/api/ps`,
+ * `/api/show`, `/api/version`, and model management: `/api/pull`, `/api/delete`.
+ */
+export async function ollamaRoutes(app: FastifyInstance, options: OllamaRoutesOptions): Promise<void> {
   const { dispatcher } = options;
   const version = shoalVersion();
+  const models = (): ModelsControl => {
+    if (options.models) return options.models;
+    throw new ShoalError('NOT_FOUND', 'this node serves no model store, so it cannot pull or delete models');
+  };
 
   app.setErrorHandler((error, _request, reply) => sendOllamaError(reply, fromFastifyError(error)));
-  app.addHook('onRequest', async (request) => options.apiKeys.check(request.headers));
+  app.addHook('onRequest', async (request) => {
+    if (MANAGEMENT_ROUTES.has(request.routeOptions.url ?? '')) checkAdmin(request, options.adminToken);
+    else options.apiKeys.check(request.headers);
+  });
   // Ollama reads every body as JSON whatever its content type: its own docs post with `curl -d`
   // (form-encoded) and fetch() sends a string body as text/plain. Fastify's parser keeps application/json.
+  // The same parser as application/json (prototype-poisoning checks included): a `__proto__` key
+  // is refused here as it would be when the body is routed to another node.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
     try {
       checkJsonDepth(body as string);
-      done(null, JSON.parse(body as string));
     } catch (error) {
-      done(Object.assign(error as Error, { statusCode: 400 }), undefined);
+      done(error as Error, undefined);
+      return;
     }
+    parseJson(request, body as string, done);
   });
 
   app.get('/api/version', async () => ({ version }));
@@ -97,10 +139,44 @@ export async function ollamaRoutes(app: FastifyInstance, options: FamilyOptions)
     const model = findModel(dispatcher, body.model);
     const inputs = embedInputs(body.input);
     if (inputs.length === 0) return embedBody(body.model, [], 0, 0, 0);
-    const task = embedTask(inputs, body.truncate, body.options?.num_ctx, target(model), true);
+    const task = embedTask(inputs, body.truncate, target(model), true);
     const result = await embed(dispatcher, task, clientAbortSignal(request, reply));
     const endedNs = process.hrtime.bigint();
     return embedBody(body.model, result.vectors, Number(endedNs - receivedNs), Number(result.startedNs - receivedNs), result.promptTokens);
+  });
+
+  app.post('/api/pull', async (request, reply) => {
+    const body = parseBody(PullRequest, request.body);
+    const name = body.model ?? body.name!;
+    const download = await startPull(models(), name);
+    const signal = clientAbortSignal(request, reply);
+    // The download runs on in the background when the client goes away: another pull joins it.
+    if (!(body.stream ?? true)) {
+      for await (const _ of pullProgress(models(), download, signal));
+      return pullStepBody('success');
+    }
+    reply.hijack();
+    reply.raw.writeHead(200, NDJSON_HEADERS);
+    try {
+      for await (const line of pullProgress(models(), download, signal)) reply.raw.write(ndjsonLine(line));
+    } catch (error) {
+      const failure = toShoalError(error);
+      if (failure.code !== 'CANCELLED') {
+        request.log.warn({ code: failure.code }, `pull failed: ${failure.message}`);
+        reply.raw.write(ndjsonLine(toOllamaError(failure).body));
+      }
+    } finally {
+      reply.raw.end();
+    }
+  });
+
+  app.delete('/api/delete', async (request, reply) => {
+    const body = parseBody(DeleteRequest, request.body);
+    const name = body.model ?? body.name!;
+    const { models: known } = await models().list();
+    await models().removeEverywhere(deleteTarget(name, known));
+    // Ollama answers a deletion with an empty 200.
+    return reply.code(200).send();
   });
 
   app.post('/api/embeddings', async (request, reply) => {
@@ -108,9 +184,55 @@ export async function ollamaRoutes(app: FastifyInstance, options: FamilyOptions)
     const model = findModel(dispatcher, body.model);
     if (body.prompt === '') return embeddingsBody([]);
     // Like Ollama, the legacy endpoint answers the vector as the model produced it.
-    const task = embedTask([body.prompt], true, body.options?.num_ctx, target(model), false);
+    const task = embedTask([body.prompt], true, target(model), false);
     const result = await embed(dispatcher, task, clientAbortSignal(request, reply));
     return embeddingsBody(result.vectors[0]!);
+  });
+}
+
+/** Starts what a pull of `name` needs: null when the model is already here, else the download (started or joined). */
+async function startPull(models: ModelsControl, name: string): Promise<DownloadView | null> {
+  const plan = pullPlan(name, (await models.list()).models);
+  switch (plan.kind) {
+    case 'present':
+      return null;
+    case 'download':
+      return (await models.pull(plan.id)).download;
+    case 'add': {
+      const added = await models.add({ repo: plan.repo, pull: true });
+      return added.download;
+    }
+    default:
+      return assertNever(plan, 'pull plan');
+  }
+}
+
+/** Ollama's pull progress for a download, to `success`; a failed or cancelled download throws. */
+async function* pullProgress(models: ModelsControl, download: DownloadView | null, signal: AbortSignal): AsyncGenerator<object> {
+  yield pullStepBody('pulling manifest');
+  const sent = new Map<string, number>();
+  for (let view = download; view !== null; view = models.getDownload(view.id)) {
+    yield* pullProgressBodies(view, sent);
+    if (view.state === 'done') break;
+    if (view.state === 'failed' || view.state === 'cancelled') throw downloadFailure(view.error, `the download of ${view.modelId}`);
+    await sleep(PULL_PROGRESS_POLL_MS, signal);
+  }
+  // The store verified every file against the hub's SHA-256 before the download was done.
+  yield pullStepBody('verifying sha256 digest');
+  yield pullStepBody('writing manifest');
+  yield pullStepBody('success');
+}
+
+async function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) throw new ShoalError('CANCELLED', 'the client went away');
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
   });
 }
 
@@ -125,7 +247,7 @@ function findModel(dispatcher: Dispatcher, name: string): ModelListing {
 }
 
 function target(model: ModelListing): TargetModel {
-  return { id: model.id, contextSize: model.contextSize, chat: model.capabilities.includes('chat') };
+  return { id: model.id, chat: model.capabilities.includes('chat') };
 }
 
 /** A load request succeeds once the model is ready; Shoal loads models when they are placed, not on demand. */

@@ -10,16 +10,20 @@ import {
 } from '../../wire/task.js';
 
 /**
- * Ollama request bodies as Shoal accepts them. Objects are strict: an option or field Shoal does not
- * implement is refused by name rather than silently ignored. Fields Ollama clients commonly send
- * empty (`images: []`, `suffix: ""`) parse here and are refused by name in normalize only when
- * they carry something.
+ * Ollama request bodies as Shoal accepts them. Objects are strict: a field Ollama does not define is
+ * refused by name rather than silently ignored. Fields Ollama clients commonly send empty
+ * (`images: []`, `suffix: ""`) parse here and are refused by name in normalize only when they carry
+ * something.
  */
 
 const StopSequence = z.string().min(1).max(MAX_STOP_SEQUENCE_CHARS);
 
-/** The sampling options Shoal honours; every other Ollama option (top_k, repeat_penalty, ...) is refused by name. */
-export const Options = z.strictObject({
+/**
+ * Ollama's options that Shoal honours: they become the task's sampling, stop strings and token
+ * limit. `num_ctx` is accepted and has no effect: Shoal sizes contexts per node (--context-size),
+ * and a prompt longer than the serving instance's context fails as it would without it.
+ */
+const HonouredOptions = {
   temperature: z.number().min(0).max(2).optional(),
   top_p: z.number().gt(0).max(1).optional(),
   /** -1 is Ollama's "random seed". */
@@ -33,9 +37,48 @@ export const Options = z.strictObject({
   stop: z.union([StopSequence, z.array(StopSequence).max(MAX_STOP_SEQUENCES)]).optional(),
   presence_penalty: z.number().min(-2).max(2).optional(),
   frequency_penalty: z.number().min(-2).max(2).optional(),
-  /** Accepted when it fits the context the serving instance has; Shoal sizes contexts per node, not per request. */
   num_ctx: z.number().int().positive().optional(),
-});
+  /** 0 or less: off. */
+  top_k: z.number().int().optional(),
+  min_p: z.number().min(0).max(1).optional(),
+  /** 1: off; 0 would divide by zero in llama.cpp, so it is refused. */
+  repeat_penalty: z.number().gt(0).optional(),
+  /** -1: the whole context; 0: none. */
+  repeat_last_n: z.number().int().min(-1).optional(),
+};
+
+/**
+ * Ollama's other documented options, accepted with no effect (docs/API.md lists them): samplers not
+ * both engines have (typical_p and mirostat*: node-llama-cpp has neither; tfs_z: llama.cpp dropped
+ * it), penalize_newline, num_keep, and load-time settings Shoal decides per node (batch, GPU,
+ * threads, mmap, rope). Clients such as LangChain, Continue and Open WebUI send them with their
+ * defaults; typos are still refused.
+ */
+export const IGNORED_OPTIONS = {
+  typical_p: z.number().optional(),
+  tfs_z: z.number().optional(),
+  mirostat: z.number().int().optional(),
+  mirostat_tau: z.number().optional(),
+  mirostat_eta: z.number().optional(),
+  penalize_newline: z.boolean().optional(),
+  num_keep: z.number().int().optional(),
+  num_batch: z.number().int().optional(),
+  num_gpu: z.number().int().optional(),
+  main_gpu: z.number().int().optional(),
+  low_vram: z.boolean().optional(),
+  f16_kv: z.boolean().optional(),
+  logits_all: z.boolean().optional(),
+  vocab_only: z.boolean().optional(),
+  use_mmap: z.boolean().optional(),
+  use_mlock: z.boolean().optional(),
+  numa: z.boolean().optional(),
+  num_thread: z.number().int().optional(),
+  embedding_only: z.boolean().optional(),
+  rope_frequency_base: z.number().optional(),
+  rope_frequency_scale: z.number().optional(),
+};
+
+export const Options = z.strictObject({ ...HonouredOptions, ...IGNORED_OPTIONS });
 export type Options = z.infer<typeof Options>;
 
 /** `"json"`, a JSON schema object, or empty for plain text. */
@@ -143,8 +186,8 @@ export const GenerateRequest = z.strictObject({
 });
 export type GenerateRequest = z.infer<typeof GenerateRequest>;
 
-/** Embeddings ignore sampling, so only the context option applies. */
-const EmbedOptions = z.strictObject({ num_ctx: z.number().int().positive().optional() });
+/** Embeddings ignore sampling; clients send the same options object as for chat, so the same names parse. */
+const EmbedOptions = Options;
 
 export const EmbedRequest = z.strictObject({
   model: z.string().min(1),
@@ -174,3 +217,26 @@ export const ShowRequest = z
   })
   .refine((body) => body.model !== undefined || body.name !== undefined, { message: 'model is required', path: ['model'] });
 export type ShowRequest = z.infer<typeof ShowRequest>;
+
+/** Longest model name `/api/pull` and `/api/delete` accept (a hub repo with its quant). */
+export const MAX_MODEL_NAME_CHARS = 300;
+
+/** `name` is the field older clients (and the official JS client) send. */
+const ModelName = {
+  model: z.string().min(1).max(MAX_MODEL_NAME_CHARS).optional(),
+  name: z.string().min(1).max(MAX_MODEL_NAME_CHARS).optional(),
+};
+const hasName = { message: 'model is required', path: ['model'] };
+
+export const PullRequest = z
+  .strictObject({
+    ...ModelName,
+    /** Accepted without effect: the node pulls from its own hub endpoint (SHOAL_HF_ENDPOINT), however the request says to. */
+    insecure: z.boolean().optional(),
+    stream: z.boolean().optional(),
+  })
+  .refine((body) => body.model !== undefined || body.name !== undefined, hasName);
+export type PullRequest = z.infer<typeof PullRequest>;
+
+export const DeleteRequest = z.strictObject(ModelName).refine((body) => body.model !== undefined || body.name !== undefined, hasName);
+export type DeleteRequest = z.infer<typeof DeleteRequest>;

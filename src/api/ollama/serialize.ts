@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ShoalError } from '../../common/errors.js';
 import type { FinishReason, TokenLogprob, Usage } from '../../wire/task.js';
+import type { DownloadView } from '../../models/views.js';
 import type { ModelListing } from '../dispatch.js';
 import { ollamaName } from './normalize.js';
 
@@ -260,9 +261,55 @@ export function tagBody(listing: ModelListing) {
   };
 }
 
-/** One `/api/ps` entry. Shoal does not measure memory per device, so `size_vram` is always 0. */
+/**
+ * One `/api/ps` entry. `size` is the memory placement reserved for the instance and `size_vram` the
+ * part of it on GPU backends (0 on CPU); a node's own default model, which no placement sized, shows
+ * its file's bytes, all in RAM.
+ */
 export function psBody(listing: ModelListing) {
-  return { ...tagBody(listing), expires_at: FAR_FUTURE_EXPIRY, size_vram: 0, context_length: listing.contextSize ?? 0 };
+  const memory = listing.memory ?? null;
+  return {
+    ...tagBody(listing),
+    size: memory?.bytes ?? listing.details.sizeBytes ?? 0,
+    size_vram: memory?.gpuBytes ?? 0,
+    expires_at: FAR_FUTURE_EXPIRY,
+    context_length: listing.contextSize ?? 0,
+  };
+}
+
+/** The steps of an `/api/pull` Ollama clients show by name. */
+export type PullStep = 'pulling manifest' | 'verifying sha256 digest' | 'writing manifest' | 'success';
+
+export function pullStepBody(status: PullStep) {
+  return { status };
+}
+
+/**
+ * Ollama names each file of a pull by its digest. The download's progress does not carry the hub's
+ * SHA-256 (the store checks the bytes against it), so a file is named by the SHA-256 of its repo,
+ * commit and path: stable per file, like the model digests of `/api/tags`.
+ */
+export function fileDigest(repo: string, revision: string, path: string): string {
+  return `sha256:${createHash('sha256').update(`${repo}@${revision}/${path}`).digest('hex')}`;
+}
+
+/** One file's progress line; Ollama's status shows the digest's first 12 hex digits. */
+export function pullFileBody(digest: string, total: number, completed: number) {
+  return { status: `pulling ${digest.slice('sha256:'.length, 'sha256:'.length + 12)}`, digest, total, completed };
+}
+
+/**
+ * The progress lines a download snapshot adds: one per file whose byte count changed since the
+ * last snapshot (`sent`, file path to bytes, is updated). Files already on disk show complete.
+ */
+export function pullProgressBodies(view: Pick<DownloadView, 'repo' | 'revision' | 'files'>, sent: Map<string, number>) {
+  const bodies: ReturnType<typeof pullFileBody>[] = [];
+  for (const file of view.files) {
+    if (sent.get(file.path) === file.doneBytes) continue;
+    sent.set(file.path, file.doneBytes);
+    bodies.push(pullFileBody(fileDigest(view.repo, view.revision, file.path), file.totalBytes, file.doneBytes));
+  }
+  return bodies;
 }
 
 export function showBody(listing: ModelListing) {

@@ -27,6 +27,8 @@ export function toOpenAIError(error: ShoalError): MappedError {
       return { status: 400, body: body('invalid_request_error', 'context_length_exceeded'), headers: {} };
     case 'UNAUTHORIZED':
       return { status: 401, body: body('invalid_request_error', 'invalid_api_key'), headers: {} };
+    case 'FORBIDDEN':
+      return { status: 403, body: body('invalid_request_error', 'forbidden'), headers: {} };
     case 'NOT_FOUND':
       return { status: 404, body: body('invalid_request_error', 'not_found'), headers: {} };
     case 'CAPABILITY_MISSING':

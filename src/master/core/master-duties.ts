@@ -4,7 +4,6 @@ import type { CommandResult, Origin } from '../state/commands.js';
 import { decide } from '../state/decide.js';
 import type { Event } from '../state/events.js';
 import type { LogRecord, Snapshot } from '../state/record.js';
-import { memberOf } from '../state/state.js';
 import { resultOfEntry, resultOfRecord, type CoreContext } from './context.js';
 import { jsonBytes, MAX_CONTROL_MESSAGE_BYTES, MESSAGE_ENVELOPE_RESERVE_BYTES, type CommandMessage } from './messages.js';
 
@@ -96,7 +95,9 @@ export class MasterDuties {
       answers.push({ commandId: origin.commandId, result: resultOfRecord(first), relayer });
       let stop = false;
       for (const event of events) {
-        if (event.type === 'MemberAdmitted' && memberOf(before, event.member.nodeId) === undefined && event.member.nodeId !== ctx.self.nodeId) {
+        // A member admitted again joined with a fresh code: it lost its log (moved aside after damage)
+        // and keeps its identity, so it is pushed the state like any new member.
+        if (event.type === 'MemberAdmitted' && event.member.nodeId !== ctx.self.nodeId) {
           ctx.peer(event.member.nodeId).heartbeat = null;
           this.joiners.set(event.member.nodeId, { untilMs: ctx.now() + ctx.cfg.joinPushTimeoutMs, nextMs: ctx.now() });
         }

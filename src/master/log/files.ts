@@ -23,8 +23,9 @@ export function logCorrupt(dir: string, file: string, offset: string, detail: st
   return new ShoalError(
     'LOG_CORRUPT',
     `the event log file ${join(dir, file)} is corrupt at byte ${offset}: ${detail}. The records after that point cannot be trusted, ` +
-      `so this node will not start on this log. Move ${dir} aside (for example: mv ${dir} ${dir}.corrupt) to start this node with an empty log; ` +
-      `it will catch up from the cluster.`,
+      `so this node will not start on this log. Move ${dir} aside (for example: mv ${dir} ${dir}.corrupt) and start this node again: ` +
+      `it starts standalone with the same identity. If it was in a cluster, run 'shoal invite --code' on any member and ` +
+      `'shoal join <code>' here: it rejoins as the same member and catches up from the cluster.`,
   );
 }
 

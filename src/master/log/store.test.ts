@@ -167,7 +167,7 @@ test('a bit flip in the last frame is a torn tail; in an earlier frame it is LOG
     const message = String((error as Error).message);
     assert.ok(message.includes(path), message);
     assert.ok(message.includes(`byte ${frame}`), message);
-    assert.ok(message.includes(`Move ${dir} aside`) && message.includes('catch up from the cluster'), message);
+    assert.ok(message.includes(`Move ${dir} aside`) && message.includes('catches up from the cluster') && message.includes('shoal join'), message);
     return true;
   });
   assert.equal((await readFile(path)).length, full.length, 'a corrupt log is left untouched');

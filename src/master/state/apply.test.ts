@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import { apply, applyRecord } from './apply.js';
 import { Event, type EventType } from './events.js';
 import { stateHash } from './hash.js';
+import { ClusterSettings, defaultSettings } from './settings.js';
 import { emptyState, MAX_MEMBERS, type ClusterState } from './state.js';
 import { CLUSTER_ID, clusterLog, commandId, instanceSpec, member, nodeId } from './fixtures.test-support.js';
 import type { InstanceId } from '../../common/ids.js';
@@ -37,6 +38,10 @@ const EXAMPLES: Record<EventType, Event> = {
   CommandRejected: { type: 'CommandRejected', commandId: commandId(), code: 'MEMBER_NOT_FOUND', message: 'no' },
   InstanceCreated: { type: 'InstanceCreated', instance: instanceSpec('inst-a', [0, 1]), replaces: null },
   InstanceEnded: { type: 'InstanceEnded', instanceId: 'inst-a' as InstanceId, reason: 'deleted', message: 'stopped by an operator' },
+  ReplicaDropped: { type: 'ReplicaDropped', instanceId: 'inst-a' as InstanceId, nodeId: nodeId(1), message: 'lost' },
+  ReplicaAdded: { type: 'ReplicaAdded', instanceId: 'inst-a' as InstanceId, placement: instanceSpec('inst-x', [2]).placements[0]! },
+  SettingsChanged: { type: 'SettingsChanged', settings: { ...defaultSettings(), corsOrigins: ['https://app.example'], defaultParallel: 4 } },
+  DownloadsApproved: { type: 'DownloadsApproved', instanceId: 'inst-a' as InstanceId },
 };
 
 describe('apply', () => {
@@ -155,6 +160,26 @@ describe('apply: instances', () => {
     assert.deepEqual(Object.keys(next.instances), ['inst-b']);
   });
 
+  test('ReplicaDropped removes one replica and keeps the others as they are; never the last one', () => {
+    const state = apply(founded(), EXAMPLES.InstanceCreated, 20);
+    const dropped = apply(state, EXAMPLES.ReplicaDropped, 21);
+    const instance = dropped.instances['inst-a' as InstanceId]!;
+    assert.deepEqual(instance.placements, [state.instances['inst-a' as InstanceId]!.placements[0]]);
+    assert.equal(instance.createdIdx, 20, 'the same instance, not a new one');
+    const last = { type: 'ReplicaDropped' as const, instanceId: 'inst-a' as InstanceId, nodeId: nodeId(0), message: 'lost' };
+    assert.equal(apply(dropped, last, 22), dropped);
+  });
+
+  test('ReplicaAdded appends a replica once', () => {
+    const state = apply(apply(founded(), EXAMPLES.InstanceCreated, 20), EXAMPLES.ReplicaDropped, 21);
+    const added = apply(state, EXAMPLES.ReplicaAdded, 22);
+    assert.deepEqual(
+      added.instances['inst-a' as InstanceId]!.placements.map((p) => p.nodeId),
+      [nodeId(0), nodeId(2)],
+    );
+    assert.equal(apply(added, EXAMPLES.ReplicaAdded, 23), added);
+  });
+
   test('InstanceEnded removes it; an unknown id is a no-op', () => {
     const state = apply(founded(), EXAMPLES.InstanceCreated, 20);
     assert.deepEqual(apply(state, EXAMPLES.InstanceEnded, 21).instances, {});
@@ -166,5 +191,27 @@ describe('apply: instances', () => {
     const state = apply(founded(), EXAMPLES.InstanceCreated, 20);
     const removed = apply(state, { type: 'MemberRemoved', nodeId: nodeId(1), reason: 'removed' }, 21);
     assert.ok(removed.instances['inst-a' as InstanceId]);
+  });
+});
+
+describe('apply: settings', () => {
+  test('a new cluster starts from the default settings', () => {
+    assert.deepEqual(founded().settings, defaultSettings());
+    assert.equal(defaultSettings().downloadApprovalBytes, 4 * 2 ** 30);
+  });
+
+  test('SettingsChanged replaces the settings with the ones it carries, lists sorted and without repeats', () => {
+    const settings: ClusterSettings = { ...defaultSettings(), corsOrigins: ['https://b.example', 'http://a.example:8080', 'https://b.example'], downloadApprovalBytes: 0 };
+    const state = apply(founded(), { type: 'SettingsChanged', settings }, 20);
+    assert.deepEqual(state.settings, { ...settings, corsOrigins: ['http://a.example:8080', 'https://b.example'] });
+    assert.deepEqual(state.members, founded().members, 'nothing else changes');
+  });
+
+  test('a state with settings survives its own schema, and a snapshot state without them reads as the defaults', async () => {
+    const { ClusterState: Schema } = await import('./state.js');
+    const state = apply(founded(), EXAMPLES.SettingsChanged, 20);
+    assert.deepEqual(Schema.parse(structuredClone(state)), state);
+    const { settings: _settings, ...old } = founded();
+    assert.deepEqual(Schema.parse(old).settings, defaultSettings());
   });
 });

@@ -2,7 +2,9 @@ import { assertNever } from '../../common/errors.js';
 import type { Event } from './events.js';
 import type { NodeId } from '../../common/ids.js';
 import type { LogRecord } from './record.js';
+import { defaultSettings, patchSettings } from './settings.js';
 import { MAX_MEMBERS, memberOf, type ClusterState, type MemberState } from './state.js';
+import { MAX_INSTANCE_PLACEMENTS } from './instances.js';
 
 function withMember(state: ClusterState, nodeId: NodeId, update: (member: MemberState) => MemberState): ClusterState {
   const member = memberOf(state, nodeId);
@@ -33,7 +35,7 @@ export function apply(state: ClusterState, event: Event, idx: number): ClusterSt
         hostPreferred: false,
         status: 'active',
       };
-      return { clusterId: event.clusterId, members: { [event.founder.nodeId]: founder }, dissolved: false, instances: {} };
+      return { clusterId: event.clusterId, members: { [event.founder.nodeId]: founder }, dissolved: false, instances: {}, settings: defaultSettings() };
     }
     case 'MemberAdmitted': {
       const existing = memberOf(state, event.member.nodeId);
@@ -82,6 +84,28 @@ export function apply(state: ClusterState, event: Event, idx: number): ClusterSt
       const instances = { ...state.instances };
       delete instances[event.instanceId];
       return { ...state, instances };
+    }
+    case 'ReplicaDropped': {
+      const instance = Object.hasOwn(state.instances, event.instanceId) ? state.instances[event.instanceId] : undefined;
+      const placements = instance?.placements.filter((p) => p.nodeId !== event.nodeId) ?? [];
+      // An instance never has no placement: the last replica is re-placed, not dropped (decide refuses it).
+      if (instance === undefined || placements.length === 0 || placements.length === instance.placements.length) return state;
+      return { ...state, instances: { ...state.instances, [event.instanceId]: { ...instance, placements } } };
+    }
+    case 'ReplicaAdded': {
+      const instance = Object.hasOwn(state.instances, event.instanceId) ? state.instances[event.instanceId] : undefined;
+      if (instance === undefined || instance.placements.some((p) => p.nodeId === event.placement.nodeId)) return state;
+      if (instance.placements.length >= MAX_INSTANCE_PLACEMENTS) return state;
+      return { ...state, instances: { ...state.instances, [event.instanceId]: { ...instance, placements: [...instance.placements, event.placement] } } };
+    }
+    case 'SettingsChanged':
+      // Normalized again so that a history whatever its writer hashes the same.
+      return { ...state, settings: patchSettings(event.settings, {}) };
+    case 'DownloadsApproved': {
+      const instance = Object.hasOwn(state.instances, event.instanceId) ? state.instances[event.instanceId] : undefined;
+      if (instance?.awaitingApproval === undefined) return state;
+      const { awaitingApproval: _approved, ...approved } = instance;
+      return { ...state, instances: { ...state.instances, [event.instanceId]: approved } };
     }
     case 'TermStarted':
     case 'CommandRejected':

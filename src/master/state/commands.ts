@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { ClusterId, CommandId, NodeId, InstanceId } from '../../common/ids.js';
 import { MemberInfo, REJECTION_MESSAGE_MAX_CHARS, ResultCode } from './events.js';
-import { INSTANCE_TEXT_MAX_CHARS, InstanceEndReason, InstanceSpec } from './instances.js';
+import { INSTANCE_TEXT_MAX_CHARS, InstanceEndReason, InstancePlacement, InstanceSpec } from './instances.js';
+import { SettingsPatch } from './settings.js';
 
 /** Longest nickname the wire carries; anything over NICKNAME_MAX_CHARS is a typed rejection, not a drop. */
 export const NICKNAME_WIRE_MAX_CHARS = 256;
@@ -32,6 +33,25 @@ export const EndInstance = z.strictObject({
   successor: InstanceSpec.nullable(),
 });
 
+/**
+ * A replicated instance loses the replica on `nodeId` (its node was lost) while the others keep
+ * serving untouched; refused for the last replica (that one is re-placed instead).
+ */
+export const DropReplica = z.strictObject({
+  type: z.literal('DropReplica'),
+  instanceId: InstanceId,
+  nodeId: NodeId,
+  message: z.string().max(INSTANCE_TEXT_MAX_CHARS),
+});
+/** A replicated instance below its replica count gains one on a node that holds none of it. */
+export const AddReplica = z.strictObject({ type: z.literal('AddReplica'), instanceId: InstanceId, placement: InstancePlacement });
+
+/** Changes the settings it names (settings.ts); the master applies it to the settings it holds. */
+export const SetSettings = z.strictObject({ type: z.literal('SetSettings'), patch: SettingsPatch });
+
+/** An operator's yes to the downloads an instance waits for (its `awaitingApproval`); idempotent. */
+export const ApproveDownloads = z.strictObject({ type: z.literal('ApproveDownloads'), instanceId: InstanceId });
+
 export const Command = z.discriminatedUnion('type', [
   FoundCluster,
   AdmitMember,
@@ -42,6 +62,10 @@ export const Command = z.discriminatedUnion('type', [
   DissolveCluster,
   PlaceInstance,
   EndInstance,
+  DropReplica,
+  AddReplica,
+  SetSettings,
+  ApproveDownloads,
 ]);
 export type Command = z.infer<typeof Command>;
 export type CommandType = Command['type'];
@@ -68,9 +92,13 @@ export const COMMAND_ERROR_CODES = [
   /** A placement names a node that is not an active member. */
   'NODE_UNAVAILABLE',
   'TOO_MANY_INSTANCES',
+  /** DropReplica on the only replica left, or AddReplica on an instance that has all its replicas. */
+  'REPLICA_REFUSED',
   // Not decisions:
   'NO_CLUSTER',
   'TIMEOUT',
+  /** This node could not persist what the command needed (its disk is full): nothing was decided here. */
+  'DISK_FULL',
 ] as const;
 export type CommandErrorCode = (typeof COMMAND_ERROR_CODES)[number];
 

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { apply, applyRecord } from './apply.js';
-import type { Command } from './commands.js';
+import { Command } from './commands.js';
+import type { Event } from './events.js';
+import { defaultSettings } from './settings.js';
 import { decide, type Decision } from './decide.js';
 import { emptyState, MAX_MEMBERS, type ClusterState } from './state.js';
 import { CLUSTER_ID, clusterLog, instanceSpec, member, nodeId, origin } from './fixtures.test-support.js';
@@ -117,5 +119,36 @@ describe('decide: instances', () => {
     assert.deepEqual(decided[1], { type: 'InstanceCreated', instance: instanceSpec('inst-b', [1, 2]), replaces: 'inst-a' });
     const bad: Command = { ...replace, successor: instanceSpec('inst-b', [40]) };
     assert.equal(code(decide(withInstance(), origin(1, bad))), 'NODE_UNAVAILABLE', 'a successor on a stranger is refused and the instance stays');
+  });
+
+  test('DropReplica drops one replica of a replicated instance, never the last; AddReplica fills it back', () => {
+    const replicated = apply(cluster(), { type: 'InstanceCreated', instance: instanceSpec('inst-r', [0, 1]), replaces: null }, 10);
+    const drop = (n: number, instanceId = 'inst-r'): Command => ({ type: 'DropReplica', instanceId: instanceId as InstanceId, nodeId: nodeId(n), message: 'lost' });
+    assert.deepEqual(events(decide(replicated, origin(1, drop(1)))), [{ type: 'ReplicaDropped', instanceId: 'inst-r', nodeId: nodeId(1), message: 'lost' }]);
+    assert.equal(code(decide(replicated, origin(1, drop(2)))), 'REPLICA_REFUSED', 'no replica there');
+    const one = apply(replicated, { type: 'ReplicaDropped', instanceId: 'inst-r' as InstanceId, nodeId: nodeId(1), message: 'lost' }, 11);
+    assert.equal(code(decide(one, origin(1, drop(0)))), 'REPLICA_REFUSED', 'the last replica is re-placed, not dropped');
+    assert.equal(code(decide(withInstance(), origin(1, drop(0, 'inst-a')))), 'REPLICA_REFUSED', 'a single instance has no replicas to drop');
+    const add = (n: number): Command => ({ type: 'AddReplica', instanceId: 'inst-r' as InstanceId, placement: instanceSpec('x', [n]).placements[0]! });
+    assert.deepEqual(events(decide(one, origin(1, add(2)))), [{ type: 'ReplicaAdded', instanceId: 'inst-r', placement: instanceSpec('x', [2]).placements[0] }]);
+    assert.equal(code(decide(one, origin(1, add(0)))), 'REPLICA_REFUSED', 'that node holds one already');
+    assert.equal(code(decide(one, origin(1, add(40)))), 'NODE_UNAVAILABLE');
+    assert.equal(code(decide(replicated, origin(1, add(2)))), 'REPLICA_REFUSED', 'it has all its replicas');
+  });
+
+  test('SetSettings merges the fields it names into the settings the log holds', () => {
+    const first = events(decide(cluster(), origin(1, { type: 'SetSettings', patch: { corsOrigins: ['https://app.example'] } })));
+    assert.deepEqual(first, [{ type: 'SettingsChanged', settings: { ...defaultSettings(), corsOrigins: ['https://app.example'] } }]);
+    const state = apply(cluster(), first[0] as Event, 10);
+    const second = events(decide(state, origin(2, { type: 'SetSettings', patch: { defaultParallel: 2, defaultContextTokens: null } })));
+    assert.deepEqual(second, [{ type: 'SettingsChanged', settings: { ...defaultSettings(), corsOrigins: ['https://app.example'], defaultParallel: 2 } }], 'the earlier change stays');
+    assert.equal(code(decide(emptyState(), origin(0, { type: 'SetSettings', patch: {} }))), 'NO_CLUSTER');
+  });
+
+  test('SetSettings on the wire refuses values out of range and origins that are not origins', () => {
+    for (const patch of [{ defaultParallel: 0 }, { corsOrigins: ['https://app.example/path'] }, { corsOrigins: ['ftp://x'] }, { apiKeyDigests: ['not-hex'] }, { downloadApprovalBytes: -1 }, { unknown: 1 }]) {
+      assert.equal(Command.safeParse({ type: 'SetSettings', patch }).success, false, JSON.stringify(patch));
+    }
+    assert.equal(Command.safeParse({ type: 'SetSettings', patch: { corsOrigins: ['*', 'http://localhost:5173'] } }).success, true);
   });
 });

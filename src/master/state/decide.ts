@@ -2,6 +2,7 @@ import { assertNever } from '../../common/errors.js';
 import type { CommandErrorCode, Origin } from './commands.js';
 import { NICKNAME_MAX_CHARS, type Event } from './events.js';
 import { MAX_INSTANCES, type InstanceSpec } from './instances.js';
+import { patchSettings } from './settings.js';
 import { instanceOf, MAX_MEMBERS, memberOf, type ClusterState } from './state.js';
 
 export type Decision = { events: Event[] } | { error: { code: CommandErrorCode; message: string } };
@@ -82,6 +83,31 @@ export function decide(state: ClusterState, origin: Origin): Decision {
       if (problem) return problem;
       return { events: [ended, { type: 'InstanceCreated', instance: command.successor, replaces: command.instanceId }] };
     }
+    case 'DropReplica': {
+      const instance = instanceOf(state, command.instanceId);
+      if (instance === undefined) return reject('INSTANCE_NOT_FOUND', `instance ${command.instanceId} is not running (it may have ended already)`);
+      if (instance.shape !== 'replicas') return reject('REPLICA_REFUSED', `instance ${command.instanceId} is not replicated: re-place it instead`);
+      if (!instance.placements.some((p) => p.nodeId === command.nodeId)) return reject('REPLICA_REFUSED', `instance ${command.instanceId} has no replica on ${command.nodeId}`);
+      if (instance.placements.length <= 1) return reject('REPLICA_REFUSED', `the replica on ${command.nodeId} is the last one of ${command.instanceId}: re-place the instance instead`);
+      return { events: [{ type: 'ReplicaDropped', instanceId: command.instanceId, nodeId: command.nodeId, message: command.message }] };
+    }
+    case 'AddReplica': {
+      const instance = instanceOf(state, command.instanceId);
+      if (instance === undefined) return reject('INSTANCE_NOT_FOUND', `instance ${command.instanceId} is not running (it may have ended already)`);
+      if (instance.shape !== 'replicas' || command.placement.role !== 'full') return reject('REPLICA_REFUSED', `instance ${command.instanceId} is not replicated, or the part is not a full replica`);
+      if (instance.placements.length >= instance.replicas) return reject('REPLICA_REFUSED', `instance ${command.instanceId} already has its ${instance.replicas} replicas`);
+      const member = memberOf(state, command.placement.nodeId);
+      if (member === undefined || member.status !== 'active') return reject('NODE_UNAVAILABLE', `node ${command.placement.nodeId} is not an active member: plan the replica again`);
+      if (instance.placements.some((p) => p.nodeId === command.placement.nodeId)) return reject('REPLICA_REFUSED', `node ${command.placement.nodeId} already holds a replica of ${command.instanceId}`);
+      return { events: [{ type: 'ReplicaAdded', instanceId: command.instanceId, placement: command.placement }] };
+    }
+    case 'SetSettings':
+      // Merged here, against the settings the log holds, so two members' patches to different fields both stay.
+      return { events: [{ type: 'SettingsChanged', settings: patchSettings(state.settings, command.patch) }] };
+    case 'ApproveDownloads':
+      if (instanceOf(state, command.instanceId) === undefined) return reject('INSTANCE_NOT_FOUND', `instance ${command.instanceId} is not running (it may have ended already)`);
+      // Approving one that no longer waits is a yes already given: the same event, which changes nothing.
+      return { events: [{ type: 'DownloadsApproved', instanceId: command.instanceId }] };
     default:
       return assertNever(command, 'command');
   }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { InstanceId, ClusterId, CommandId, Fingerprint, NodeId } from '../../common/ids.js';
-import { INSTANCE_TEXT_MAX_CHARS, InstanceEndReason, InstanceSpec } from './instances.js';
+import { INSTANCE_TEXT_MAX_CHARS, InstanceEndReason, InstancePlacement, InstanceSpec } from './instances.js';
+import { ClusterSettings } from './settings.js';
 
 export const NODE_NAME_MAX_CHARS = 64;
 export const MEMBER_ADDRS_MAX = 16;
@@ -66,6 +67,22 @@ export const InstanceEnded = z.strictObject({
   message: z.string().max(INSTANCE_TEXT_MAX_CHARS),
 });
 
+/** One replica of a replicated instance left it (its node was lost); the others are untouched. */
+export const ReplicaDropped = z.strictObject({
+  type: z.literal('ReplicaDropped'),
+  instanceId: InstanceId,
+  nodeId: NodeId,
+  message: z.string().max(INSTANCE_TEXT_MAX_CHARS),
+});
+/** A replicated instance below its replica count gained one. */
+export const ReplicaAdded = z.strictObject({ type: z.literal('ReplicaAdded'), instanceId: InstanceId, placement: InstancePlacement });
+
+/** The whole settings after a change, so applying it needs nothing but the event. */
+export const SettingsChanged = z.strictObject({ type: z.literal('SettingsChanged'), settings: ClusterSettings });
+
+/** The instance's awaited downloads were approved: its parts may start (and download) now. */
+export const DownloadsApproved = z.strictObject({ type: z.literal('DownloadsApproved'), instanceId: InstanceId });
+
 export const Event = z.discriminatedUnion('type', [
   ClusterFounded,
   TermStarted,
@@ -79,6 +96,10 @@ export const Event = z.discriminatedUnion('type', [
   CommandRejected,
   InstanceCreated,
   InstanceEnded,
+  ReplicaDropped,
+  ReplicaAdded,
+  SettingsChanged,
+  DownloadsApproved,
 ]);
 export type Event = z.infer<typeof Event>;
 export type EventType = Event['type'];

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { canonicalJson, GENESIS_HASH, recordHash, stateHash } from './hash.js';
+import { canonicalJson, GENESIS_HASH, recordHash, sha256Hex, stateHash } from './hash.js';
+
+const sha256Of = (value: unknown): string => sha256Hex(canonicalJson(value));
+import { defaultSettings, DEFAULT_DOWNLOAD_APPROVAL_BYTES } from './settings.js';
 import { emptyState, type ClusterState } from './state.js';
 import { member, nodeId } from './fixtures.test-support.js';
 
@@ -27,11 +30,18 @@ describe('canonical JSON and hashes', () => {
   test('stateHash is independent of the order members were inserted', () => {
     const m0 = { ...member(0), nickname: null, admittedIdx: 1, termSlot: 0, hostPreferred: false, status: 'active' as const };
     const m1 = { ...member(1), nickname: 'b', admittedIdx: 3, termSlot: 1, hostPreferred: true, status: 'pruned' as const };
-    const a: ClusterState = { clusterId: null, members: { [nodeId(0)]: m0, [nodeId(1)]: m1 }, dissolved: false, instances: {} };
-    const b: ClusterState = { instances: {}, dissolved: false, members: { [nodeId(1)]: { ...m1 }, [nodeId(0)]: { ...m0 } }, clusterId: null };
+    const a: ClusterState = { clusterId: null, members: { [nodeId(0)]: m0, [nodeId(1)]: m1 }, dissolved: false, instances: {}, settings: defaultSettings() };
+    const b: ClusterState = { settings: defaultSettings(), instances: {}, dissolved: false, members: { [nodeId(1)]: { ...m1 }, [nodeId(0)]: { ...m0 } }, clusterId: null };
     assert.equal(stateHash(a), stateHash(b));
     assert.match(stateHash(a), /^[0-9a-f]{64}$/);
     assert.notEqual(stateHash(a), stateHash(emptyState()));
+  });
+
+  test('settings at their defaults leave the hash of a state from before settings existed unchanged; others change it', () => {
+    const { settings: _settings, ...before } = emptyState();
+    assert.equal(stateHash(emptyState()), sha256Of(before));
+    const changed = { ...emptyState(), settings: { ...defaultSettings(), downloadApprovalBytes: DEFAULT_DOWNLOAD_APPROVAL_BYTES + 1 } };
+    assert.notEqual(stateHash(changed), stateHash(emptyState()));
   });
 
   test('recordHash covers the previous hash, term, idx, event and origin', () => {

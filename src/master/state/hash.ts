@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isDefaultSettings } from './settings.js';
 import type { ClusterState } from './state.js';
 
 /** prevHash of the record at idx 1. */
@@ -36,8 +37,9 @@ export function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
+/** Settings at their defaults are left out, so a snapshot written before settings existed keeps its hash. */
 export function stateHash(state: ClusterState): string {
-  return sha256Hex(canonicalJson(state));
+  return sha256Hex(canonicalJson(isDefaultSettings(state.settings) ? { ...state, settings: undefined } : state));
 }
 
 /** The hash chain: each record's hash covers its predecessor's hash, so equal hashes mean equal histories. */

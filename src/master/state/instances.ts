@@ -28,6 +28,15 @@ export const InstancePlacement = z.strictObject({
 });
 export type InstancePlacement = z.infer<typeof InstancePlacement>;
 
+/** A download a placement needs on a member without the model, large enough to need an operator's yes. */
+export const PendingDownload = z.strictObject({
+  nodeId: NodeId,
+  bytes: z.number().int().min(0),
+  /** `peer`: a member reported a copy when it was placed; else the hub. */
+  source: z.enum(['hub', 'peer']),
+});
+export type PendingDownload = z.infer<typeof PendingDownload>;
+
 /** A decided instance: the plan stamped with everything a re-placement needs to honour it. */
 export const InstanceSpec = z.strictObject({
   instanceId: InstanceId,
@@ -48,13 +57,18 @@ export const InstanceSpec = z.strictObject({
   warnings: z.array(z.string().max(INSTANCE_TEXT_MAX_CHARS)).max(MAX_INSTANCE_WARNINGS),
   /** Unix ms on the placing node's clock; for display only (never compared across nodes). */
   createdAtMs: z.number().int().min(0),
+  /**
+   * Downloads above the cluster's approval threshold this placement needs: while present, no node starts
+   * a part (so none downloads) until an ApproveDownloads command clears it. Absent: nothing waits.
+   */
+  awaitingApproval: z.array(PendingDownload).min(1).max(MAX_INSTANCE_PLACEMENTS).optional(),
 });
 export type InstanceSpec = z.infer<typeof InstanceSpec>;
 
 export const InstanceEndReason = z.enum([
   /** An operator stopped it. */
   'deleted',
-  /** A node holding a part left, was removed or was pruned, and it could not be re-placed. */
+  /** Logs written before instances waited for their lost node: a node holding a part was lost and it could not be re-placed. */
   'node-lost',
   /** Re-placed: a successor instance replaces it (memory refusal, lost donor, failed download). */
   'replaced',

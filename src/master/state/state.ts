@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ClusterId, NodeId, InstanceId } from '../../common/ids.js';
 import { MemberInfo, NICKNAME_MAX_CHARS } from './events.js';
 import { InstanceState } from './instances.js';
+import { ClusterSettings, defaultSettings } from './settings.js';
 
 /** Most members a cluster holds; also the number of term slots (see election.ts: terms are unique per node). */
 export const MAX_MEMBERS = 256;
@@ -27,11 +28,13 @@ export const ClusterState = z.strictObject({
   dissolved: z.boolean(),
   /** Model instances the cluster decided to run (docs/DESIGN.md section 7). */
   instances: z.record(InstanceId, InstanceState),
+  /** Cluster-wide settings (settings.ts); a snapshot from before settings existed reads as the defaults. */
+  settings: ClusterSettings.default(defaultSettings),
 });
 export type ClusterState = z.infer<typeof ClusterState>;
 
 export function emptyState(): ClusterState {
-  return { clusterId: null, members: {}, dissolved: false, instances: {} };
+  return { clusterId: null, members: {}, dissolved: false, instances: {}, settings: defaultSettings() };
 }
 
 export function memberOf(state: ClusterState, nodeId: NodeId): MemberState | undefined {

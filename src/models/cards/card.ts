@@ -61,6 +61,21 @@ export const CardSource = z.discriminatedUnion('kind', [
     // parse.ts resolves a relative path against the card's directory before validation.
     path: z.string().min(1).max(4096),
   }),
+  // A GGUF from this machine's disk taken into the model store (`shoal models add ./x.gguf`): held like
+  // a hub download (store repo = the card id, revision = the first 40 hex of its SHA-256), so members
+  // copy it as they copy any model, verified against `sha256`.
+  z.strictObject({
+    kind: z.literal('local'),
+    /** The file's name in the store. */
+    file: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[^/\\]+\.gguf$/i, 'the file is a .gguf file name, without a directory'),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/, 'sha256 is 64 lowercase hex digits'),
+    /** Where it was taken from, for people reading the card (never read again). */
+    imported_from: z.string().min(1).max(4096),
+  }),
 ]);
 export type CardSource = z.infer<typeof CardSource>;
 
@@ -132,3 +147,16 @@ export const ModelCard = z
 export type ModelCard = z.infer<typeof ModelCard>;
 /** What a card looks like before defaults are filled in (what a TOML file holds). */
 export type ModelCardInput = z.input<typeof ModelCard>;
+
+/** Where the store keeps a card's file: its repo, revision and file path there; null for a built-in or a `file` card. */
+export function storeCoordinates(card: Pick<ModelCard, 'id' | 'source'>): { repo: string; revision: string; file: string } | null {
+  const { source } = card;
+  if (source.kind === 'huggingface') return { repo: source.repo, revision: source.revision, file: source.file };
+  if (source.kind === 'local') return { repo: card.id, revision: localRevision(source.sha256), file: source.file };
+  return null;
+}
+
+/** The store revision of an imported file: its content, so a changed file is another copy. */
+export function localRevision(sha256: string): string {
+  return sha256.slice(0, 40);
+}

@@ -2,12 +2,17 @@
 // KV heads, head dims, trained context, bytes per layer). Read from the file, never typed on a card,
 // so the estimate always describes the bytes that will actually load.
 
-import { stat } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { gguf } from '@huggingface/gguf';
 import { z } from 'zod';
 import { errorMessage } from '../../common/errors.js';
 
 const count = z.number().int().min(0);
+/**
+ * Most repeating layers a header may claim (llama.cpp itself loads at most 512): the facts hold
+ * arrays of one entry per layer, so a damaged count must not size them.
+ */
+export const MAX_GGUF_BLOCK_COUNT = 4096;
 const positive = z.number().int().min(1);
 
 export const GgufFacts = z.strictObject({
@@ -89,6 +94,9 @@ export function factsFromHeader(header: GgufHeader, fileBytes: number, file: str
   const optional = (key: string): number | undefined => asInt(meta[`${architecture}.${key}`]);
 
   const blockCount = required('block_count');
+  if (blockCount > MAX_GGUF_BLOCK_COUNT) {
+    throw new GgufFactsError(`${file}: ${architecture}.block_count is ${blockCount}, more than the ${MAX_GGUF_BLOCK_COUNT} layers Shoal reads: the file is damaged or not a model llama.cpp can load`);
+  }
   const headCount = required('attention.head_count');
   const embeddingLength = required('embedding_length');
   const trainedContext = required('context_length');
@@ -103,7 +111,7 @@ export function factsFromHeader(header: GgufHeader, fileBytes: number, file: str
   } else {
     kvHeadsPerLayer = new Array<number>(blockCount).fill(kvRaw === undefined ? headCount : required('attention.head_count_kv'));
   }
-  const headCountKv = Math.max(...kvHeadsPerLayer);
+  const headCountKv = kvHeadsPerLayer.reduce((most, v) => Math.max(most, v), 0);
   if (headCountKv <= 0) throw new GgufFactsError(`${file}: no layer has a KV head`);
   const defaultHeadDim = Math.floor(embeddingLength / headCount);
   const keyLength = optional('attention.key_length') ?? defaultHeadDim;
@@ -151,9 +159,42 @@ export function factsFromHeader(header: GgufHeader, fileBytes: number, file: str
   return parsed.data;
 }
 
+/** Bytes of the smallest tensor info (an empty name, no dimensions) and of the smallest metadata entry. */
+const MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8;
+const MIN_KV_BYTES = 8 + 4 + 1;
+/** Magic, version, tensor count and metadata count (GGUF v2 and v3). */
+const GGUF_PREAMBLE_BYTES = 24;
+
+/**
+ * Refuses a header whose tensor or metadata count could not fit in the file. The parser reads past
+ * the end as zeros, so a 10 KB file that claims ten million tensors would otherwise cost seconds of
+ * CPU and hundreds of MB before it fails.
+ */
+async function checkCounts(path: string, size: number): Promise<void> {
+  const fh = await open(path, 'r');
+  let preamble: Buffer;
+  try {
+    preamble = Buffer.alloc(GGUF_PREAMBLE_BYTES);
+    const { bytesRead } = await fh.read(preamble, 0, GGUF_PREAMBLE_BYTES, 0);
+    if (bytesRead < GGUF_PREAMBLE_BYTES) return; // the parser says what is wrong with a file this short
+  } finally {
+    await fh.close();
+  }
+  const littleEndian = (preamble.readUInt32LE(4) & 0xffff) !== 0;
+  const version = littleEndian ? preamble.readUInt32LE(4) : preamble.readUInt32BE(4);
+  if (version < 2) return; // v1's 32-bit counts: the parser's own limits bound it
+  const tensors = littleEndian ? preamble.readBigUInt64LE(8) : preamble.readBigUInt64BE(8);
+  const kvs = littleEndian ? preamble.readBigUInt64LE(16) : preamble.readBigUInt64BE(16);
+  const least = BigInt(GGUF_PREAMBLE_BYTES) + tensors * BigInt(MIN_TENSOR_INFO_BYTES) + kvs * BigInt(MIN_KV_BYTES);
+  if (least > BigInt(size)) {
+    throw new GgufFactsError(`${path}: not a readable GGUF file: its header claims ${tensors} tensors and ${kvs} metadata entries, more than a file of ${size} bytes can hold (the file is damaged or truncated: download it again)`);
+  }
+}
+
 /** Reads only the header (and the file's size) of a local GGUF file. */
 export async function readGgufFacts(path: string): Promise<GgufFacts> {
   const { size } = await stat(path);
+  await checkCounts(path, size);
   let parsed: Awaited<ReturnType<typeof gguf>>;
   try {
     parsed = await gguf(path, { allowLocalFile: true });

@@ -70,6 +70,7 @@ export async function obtain(
   known: KnownCopy | null,
   log: Logger,
   transfer: Transfer,
+  noHub: string | null = null,
 ): Promise<StoredModel> {
   const signal = record.controller.signal;
   const want = { repo: record.repo, revision: record.revision, file };
@@ -104,6 +105,7 @@ export async function obtain(
     }
   }
 
+  if (noHub !== null) throw new ModelsError('FILE_NOT_FOUND', noHub);
   record.state = 'resolving';
   record.source = { kind: 'hub', endpoint: ctx.hub.endpointOrConfigured() };
   let plan = preset;

@@ -3,6 +3,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { ShoalError } from '../../common/errors.js';
+import { storeCoordinates } from '../cards/card.js';
 import { loadCatalog } from '../cards/catalog.js';
 import type { FileProgress } from '../store/progress.js';
 import type { DownloadPlan } from '../store/plan.js';
@@ -54,7 +55,9 @@ export class Downloads {
       const copy = await findPeerCopy(this.ctx, id);
       const again = this.activeFor(id);
       if (again) return { download: this.view(again), joined: true };
-      if (copy) return { download: this.view(this.launch(id, { repo: copy.copy.repo, revision: copy.copy.revision, file: copy.copy.primaryPath }, null, copy)), joined: false };
+      // A hub download's id is always `<repo>:<tag>`; an id that is its own repo is a file a member imported.
+      const imported = copy && copy.copy.repo === id ? `${id} is a file another member imported, and no member could give it: add the file there again with 'shoal models add <path>'` : null;
+      if (copy) return { download: this.view(this.launch(id, { repo: copy.copy.repo, revision: copy.copy.revision, file: copy.copy.primaryPath }, null, copy, imported)), joined: false };
       const broken = catalog.errors.find((e) => e.message.includes(id));
       throw new ShoalError('NOT_FOUND', `no model card '${id}'${broken ? ` (a card file is broken: ${broken.message})` : ''}: add it first with 'shoal models add <owner/repo>[:<quant>]', or see 'shoal models ls'`);
     }
@@ -63,7 +66,10 @@ export class Downloads {
     if (source.kind === 'file') throw new ShoalError('BAD_REQUEST', `${id} is a local file (${source.path}): there is nothing to download`);
     const again = this.activeFor(id);
     if (again) return { download: this.view(again), joined: true };
-    return { download: this.view(this.launch(id, { repo: source.repo, revision: source.revision, file: source.file }, null, null)), joined: false };
+    const want = storeCoordinates(entry.card) as WantedCopy;
+    // An imported file has no hub behind it: only this disk or a member holds its bytes.
+    const noHub = source.kind === 'huggingface' ? null : `${id} was imported from ${source.imported_from} and no member holds it any more: add the file again with 'shoal models add <path>'`;
+    return { download: this.view(this.launch(id, want, null, null, noHub)), joined: false };
   }
 
   /** Starts (or joins) the download of `modelId` and resolves with the file once it is verified. */
@@ -85,8 +91,11 @@ export class Downloads {
     return [...this.records.values()].find((d) => d.modelId === modelId && d.finishedAtMs === null);
   }
 
-  /** Starts a download of `want` in the background: from `preset` (the hub's plan) or `known` (a member's copy) when given. */
-  launch(modelId: string, want: WantedCopy, preset: DownloadPlan | null, known: KnownCopy | null): DownloadRecord {
+  /**
+   * Starts a download of `want` in the background: from `preset` (the hub's plan) or `known` (a member's
+   * copy) when given. `noHub`: the model has no hub repo, and this is the failure when disk and members fail.
+   */
+  launch(modelId: string, want: WantedCopy, preset: DownloadPlan | null, known: KnownCopy | null, noHub: string | null = null): DownloadRecord {
     if (this.closed) throw new ShoalError('RUNNER_STOPPED', 'the node is stopping');
     const record: DownloadRecord = {
       id: `dl-${randomUUID().slice(0, 8)}`,
@@ -110,7 +119,7 @@ export class Downloads {
     const log = this.ctx.log.child({ modelId, download: record.id });
     record.settled = (async () => {
       try {
-        const stored = await obtain(this.ctx, record, want.file, preset, known, log, (plan, source) => this.transfer(record, plan, source));
+        const stored = await obtain(this.ctx, record, want.file, preset, known, log, (plan, source) => this.transfer(record, plan, source), noHub);
         record.path = stored.path;
         record.state = 'done';
         log.info({ path: stored.path, fetched: record.progress?.fetchedBytes ?? 0, source: record.source }, 'download done');

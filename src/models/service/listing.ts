@@ -3,6 +3,7 @@
 
 import { open } from 'node:fs/promises';
 import { ShoalError } from '../../common/errors.js';
+import { storeCoordinates } from '../cards/card.js';
 import { loadCatalog, type CatalogEntry } from '../cards/catalog.js';
 import { filePathFor, partPathFor } from '../store/layout.js';
 import type { StoredModel } from '../store/store.js';
@@ -108,16 +109,17 @@ export class Listing {
         facts: size === null ? null : ((await this.ctx.facts.of(source.path))?.facts ?? null),
       };
     }
+    const where = storeCoordinates(card) as { repo: string; revision: string; file: string };
     const stored = this.ctx.store.get(card.id);
     let partialBytes: number;
     try {
-      partialBytes = (await sizeOf(partPathFor(filePathFor(this.ctx.store.root, source.repo, source.revision, source.file)))) ?? 0;
+      partialBytes = (await sizeOf(partPathFor(filePathFor(this.ctx.store.root, where.repo, where.revision, where.file)))) ?? 0;
     } catch {
       partialBytes = 0; // a card path the store would refuse has no part file
     }
     let state: DiskState;
     if (download) state = 'downloading';
-    else if (stored && stored.revision === source.revision && (await sizeOf(stored.path)) !== null) state = 'on-disk';
+    else if (stored && stored.revision === where.revision && (await sizeOf(stored.path)) !== null) state = 'on-disk';
     else if (stored) state = 'stale';
     else state = partialBytes > 0 ? 'partial' : 'not-downloaded';
     return {

@@ -1,4 +1,4 @@
-// The node's models on disk: Hugging Face search, cards written from a hub repo, downloads in the
+// The node's models on disk: Hugging Face search, cards written from a hub repo or a local file, downloads in the
 // background with progress, removal, and the storage report. The /models and /store routes (through
 // their port, src/api/control/models-port.ts) and the `shoal models` commands are thin shells over
 // this; each part lives in its own file of this folder.
@@ -6,13 +6,14 @@
 import { ShoalError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { ModelStore } from '../store/store.js';
-import type { AddRequest, AddResult, ClusterRemoveResult, DownloadListView, DownloadView, ModelListView, ModelView, PullView, RemoveResult, SearchView, StorageView } from '../views.js';
+import type { AddFileResult, AddRequest, AddResult, ClusterRemoveResult, DownloadListView, DownloadView, ModelListView, ModelView, PullView, RemoveResult, SearchView, StorageView } from '../views.js';
 import { add, refreshCard, search } from './catalog.js';
 import type { ModelsContext } from './context.js';
 import { Downloads } from './downloads.js';
 import { FactsCache } from './facts.js';
 import { HubAccess } from './hub-access.js';
 import { Listing } from './listing.js';
+import { addFile } from './local-import.js';
 import type { ModelPeers } from './peers.js';
 import { remove, removeEverywhere } from './removal.js';
 import { storageView } from './storage.js';
@@ -79,6 +80,11 @@ export class ModelsService {
   /** Resolves a repo (pinned to a commit), picks the GGUF and writes its card; downloads only with `pull`. */
   add(request: AddRequest): Promise<AddResult> {
     return add(this.ctx, { downloads: this.downloads, listing: this.listing }, request);
+  }
+
+  /** Makes a GGUF on this machine's disk a model of the store (hard link, else copy) and writes its card. */
+  addFile(path: string): Promise<AddFileResult> {
+    return addFile(this.ctx, this.listing, path);
   }
 
   /** Starts getting a model in the background (from the disk, a member that holds it, or the hub), or joins the one running. */

@@ -14,7 +14,7 @@ import type { HubFile } from '../hub/gguf-files.js';
 import { checkFilePath, checkRevision, filePathFor, hubStoreRoot, INDEX_FILE, partPathFor, PART_SUFFIX, repoDir, revisionDir } from './layout.js';
 import { ProgressTracker, DEFAULT_PROGRESS_INTERVAL_MS, type DownloadProgress } from './progress.js';
 import { loadIndex, saveIndex, type IndexedFile, type PendingRecord, type StoredModelRecord, type StoreIndex } from './store-index.js';
-import { hubSource, transferFile, type ByteSource } from './transfer.js';
+import { hubSource, localFileSource, transferFile, type ByteSource } from './transfer.js';
 import { planDownload, type DownloadPlan } from './plan.js';
 import type { EvictionReport, StoreUsage } from './usage.js';
 
@@ -367,6 +367,44 @@ export class ModelStore {
     await this.commit(plan);
     tracker.finish();
     return this.get(plan.modelId) as StoredModel;
+  }
+
+  /**
+   * Takes a GGUF from elsewhere on this machine into the store as `plan`'s one file, verified against
+   * its SHA-256 by the caller's plan. A hard link when the file is on the store's filesystem: instant,
+   * no second copy of what may be many GB, and either name can be deleted without losing the other's
+   * bytes (a tool that rewrites the user's file in place would change the store's too, which the
+   * SHA-256 check of every member's copy catches). Across filesystems, or where links are refused,
+   * the bytes are copied with the admission, progress and verification of a download.
+   */
+  async importFile(plan: DownloadPlan, from: string, opts: DownloadOptions = {}): Promise<{ stored: StoredModel; how: 'present' | 'linked' | 'copied' }> {
+    this.checkPlan(plan);
+    const file = plan.files[0] as HubFile;
+    if (plan.files.length !== 1) throw new ModelsError('INVALID_NAME', `an imported model is one file; the plan for ${plan.modelId} lists ${plan.files.length}`);
+    if (this.inflight.has(plan.modelId)) throw new ModelsError('MODEL_IN_USE', `${plan.modelId} is downloading: cancel the download before importing it again`);
+    const existing = this.index.models[plan.modelId];
+    if (existing && existing.revision === plan.revision && existing.repo === plan.repo && (await this.isComplete(existing))) {
+      await this.markUsed(plan.modelId);
+      return { stored: this.get(plan.modelId) as StoredModel, how: 'present' };
+    }
+    const finalPath = filePathFor(this.root, plan.repo, plan.revision, file.path);
+    if ((await sizeOf(finalPath)) !== file.size) {
+      await mkdir(dirname(finalPath), { recursive: true });
+      const tmp = `${finalPath}.link-${process.pid}`;
+      await unlinkQuiet(tmp);
+      try {
+        await link(from, tmp);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code !== 'EXDEV' && code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EMLINK' && code !== 'EACCES') throw error;
+        return { stored: await this.download(plan, { ...opts, source: localFileSource(from) }), how: 'copied' };
+      }
+      await rename(tmp, finalPath);
+      await this.commit(plan);
+      return { stored: this.get(plan.modelId) as StoredModel, how: 'linked' };
+    }
+    await this.commit(plan);
+    return { stored: this.get(plan.modelId) as StoredModel, how: 'present' };
   }
 
   private async linkInto(from: string, to: string): Promise<void> {

@@ -583,3 +583,19 @@ async function checkBodyAnswer(a: { hub: ResolvedHubOptions; what: string; offse
     throw new ModelsError('HUB_BAD_RESPONSE', `${a.hub.endpoint} answered a resume of ${a.what} from byte ${a.offset} with HTTP ${status} (${contentRange ?? 'no Content-Range'})`);
   }
 }
+
+/** A file on this machine's disk, read from where the part file ends (`shoal models add ./x.gguf` across filesystems). */
+export function localFileSource(path: string): ByteSource {
+  return {
+    name: path,
+    verb: 'copying',
+    badAnswer: 'DOWNLOAD_FAILED',
+    // A local read that failed once fails again: say so at once rather than back off.
+    retries: 0,
+    fetch: async (_file, writer, signal) => {
+      for await (const chunk of createReadStream(path, { start: writer.position, signal })) await writer.write(chunk as Buffer);
+    },
+    retryable: () => false,
+    failure: (error, what) => new ModelsError('FILE_NOT_FOUND', `cannot read ${path} for ${what}: ${errorMessage(error)}`, { cause: error }),
+  };
+}

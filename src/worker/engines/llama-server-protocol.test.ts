@@ -67,6 +67,10 @@ test('a chat body carries sampling the way the llama_cpp engine samples, and usa
   const sampled = chatRequestBody(task({ sampling: { ...task().sampling, temperature: 0.7, seed: null } }) as ChatTask, { mode: 'off', native: false }, 16);
   assert.equal(sampled.top_p, 0.9);
   assert.equal(typeof sampled.seed, 'number');
+  assert.equal('repeat_last_n' in body, false, 'absent, the server\'s window (64) applies, as in the llama_cpp engine');
+  // llama.cpp's own samplers, when the task sets them (the Ollama API does).
+  const samplers = chatRequestBody(task({ sampling: { ...task().sampling, topK: 1, minP: 0.1, repeatPenalty: 1.3, repeatLastN: 32 } }) as ChatTask, { mode: 'off', native: false }, 16);
+  assert.deepEqual([samplers.top_k, samplers.min_p, samplers.repeat_penalty, samplers.repeat_last_n], [1, 0.1, 1.3, 32]);
 });
 
 test('stop sequences ask for the verbose block, which names the matched stop', () => {

@@ -85,18 +85,23 @@ function oaiTools(tools: readonly ToolDefinition[]): Array<Record<string, unknow
   }));
 }
 
-/** Sampling as the llama_cpp engine does it: OpenAI semantics, no top-k or min-p, a random seed when none is given. */
+/**
+ * Sampling as the llama_cpp engine does it: OpenAI semantics, with top-k, min-p and the repetition
+ * penalty off unless the task sets them (the server's own defaults, 40 / 0.05 / 1.0, would change
+ * sampling), and a random seed when none is given.
+ */
 function samplingFields(task: InferenceTask): Record<string, unknown> {
-  const { temperature, topP, seed, presencePenalty, frequencyPenalty } = task.sampling;
+  const { temperature, topP, seed, presencePenalty, frequencyPenalty, topK, minP, repeatPenalty, repeatLastN } = task.sampling;
   return {
     temperature,
     top_p: temperature > 0 ? topP : 1,
-    top_k: 0,
-    min_p: 0,
+    top_k: topK ?? 0,
+    min_p: minP ?? 0,
     seed: seed ?? randomBytes(4).readUInt32LE(0),
     presence_penalty: presencePenalty,
     frequency_penalty: frequencyPenalty,
-    repeat_penalty: 1,
+    repeat_penalty: repeatPenalty ?? 1,
+    ...(repeatLastN !== undefined ? { repeat_last_n: repeatLastN } : {}),
   };
 }
 

@@ -30,6 +30,8 @@ type Emit = (event: TaskEvent) => void;
 const MAX_CACHED_GRAMMARS = 32;
 /** Tokens detokenized together while a multi-byte character is incomplete. */
 const MAX_PENDING_TOKENS = 8;
+/** The penalties' window when the task sets none: llama-server's `repeat_last_n` default, so both engines agree. */
+const DEFAULT_REPEAT_LAST_N_TOKENS = 64;
 /** Shoal's KV cache type names as node-llama-cpp's GgmlType keys. */
 const KV_GGML_TYPES = { f32: 'F32', f16: 'F16', bf16: 'BF16', q8_0: 'Q8_0', q4_0: 'Q4_0' } as const satisfies Record<NonNullable<RunnerConfig['kvCacheType']>, string>;
 
@@ -251,8 +253,13 @@ export class LlamaCppEngine implements AsyncDisposable {
       onText: (text: string, logprobs: TokenLogprob[]) => boolean;
     },
   ): Promise<{ reason: 'stop' | 'length'; completionTokens: number }> {
-    const { temperature, topP, seed, presencePenalty, frequencyPenalty } = task.sampling;
+    const { temperature, topP, seed, presencePenalty, frequencyPenalty, topK, minP, repeatPenalty, repeatLastN } = task.sampling;
     const generated: Token[] = [];
+    const penalty = repeatPenalty ?? 1;
+    // llama.cpp's window: the latest N tokens, -1 all of them, 0 none; counted over the answer, as the library punishes only what it is given.
+    const lastN = repeatLastN === undefined ? DEFAULT_REPEAT_LAST_N_TOKENS : repeatLastN;
+    const punished = (): Token[] => (lastN < 0 ? generated : lastN === 0 ? [] : generated.slice(-lastN));
+    const penalized = (presencePenalty !== 0 || frequencyPenalty !== 0 || penalty !== 1) && lastN !== 0;
     const wantLogprobs = task.logprobs !== null;
     const iterator = sequence.evaluateWithMetadata(
       promptTokens,
@@ -260,15 +267,15 @@ export class LlamaCppEngine implements AsyncDisposable {
       {
         temperature,
         topP: temperature > 0 ? topP : 1,
-        // OpenAI-style APIs have no top-k; the library's default of 40 would change sampling.
-        topK: 0,
-        minP: 0,
+        // Off unless the task sets them: the library's default top-k of 40 would change sampling.
+        topK: topK ?? 0,
+        minP: minP ?? 0,
         // Without a seed the library seeds from the wall clock in seconds, so identical requests in
         // the same second would sample identically.
         seed: seed ?? randomBytes(4).readUInt32LE(0),
         ...(hooks.grammar !== undefined ? { grammarEvaluationState: hooks.grammar } : {}),
-        ...(presencePenalty !== 0 || frequencyPenalty !== 0
-          ? { repeatPenalty: { punishTokens: () => generated, penalty: 1, presencePenalty, frequencyPenalty } }
+        ...(penalized
+          ? { repeatPenalty: { punishTokens: punished, ...(lastN > 0 ? { maxPunishTokens: lastN } : {}), penalty, presencePenalty, frequencyPenalty } }
           : {}),
       },
     );

@@ -66,6 +66,14 @@ test('unknown fields, unknown types and out-of-range values are refused', () => 
     'unknown gpu',
   );
   assert.equal(ToRunner.safeParse({ type: 'run', id: 'r', task: { ...task, sampling: { ...task.sampling, temperature: 3 } } }).success, false);
+  // llama.cpp's samplers travel in the task, within their ranges.
+  const samplers = { topK: 1, minP: 0.5, repeatPenalty: 1.2, repeatLastN: -1 };
+  const run = ToRunner.parse({ type: 'run', id: 'r', task: { ...task, sampling: { ...task.sampling, ...samplers } } });
+  assert.ok(run.type === 'run' && run.task.kind === 'generate');
+  assert.deepEqual(run.task.sampling, { ...task.sampling, ...samplers });
+  for (const bad of [{ topK: -1 }, { topK: 1.5 }, { minP: 1.1 }, { repeatPenalty: 0 }, { repeatLastN: -2 }]) {
+    assert.equal(ToRunner.safeParse({ type: 'run', id: 'r', task: { ...task, sampling: { ...task.sampling, ...bad } } }).success, false, JSON.stringify(bad));
+  }
   assert.equal(FromRunner.safeParse({ type: 'failed', id: 'r', code: 'NOPE', message: '' }).success, false, 'unknown error code');
   assert.equal(FromRunner.safeParse({ type: 'event', id: 'r', event: { type: 'end', finishReason: 'done', stopSequence: null, usage: { promptTokens: 1, completionTokens: 1 } } }).success, false);
 });
