@@ -233,7 +233,8 @@ describe('the dashboard on one node', { timeout: 600_000 }, () => {
     const plan = dialog.locator('[data-plan-shape]');
     await plan.waitFor({ timeout: WAIT_MS });
     assert.equal(await plan.getAttribute('data-plan-shape'), 'single');
-    assert.match(await plan.innerText(), /tokens\/s/);
+    // A figure only where the node measured its memory bandwidth (`shoal doctor`); a fresh CI machine has not.
+    assert.match(await plan.innerText(), /tokens\/s|No prediction \(not measured\)/);
     assert.match(await plan.innerText(), /alpha/);
     // Slots come from the memory fit (16 for the tiny model), and the dialog sets them.
     const slots = plan.locator('[data-plan-slots]');
