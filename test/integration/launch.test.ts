@@ -208,7 +208,9 @@ describe('shoal launch: from a model name to a serving model', { timeout: 300_00
     const launched = await shoal(a, 'launch', file, '--exclude', 'alpha');
     assert.equal(launched.code, 0, `${launched.stdout}\n${launched.stderr}`);
     assert.match(launched.stderr, /Added local\/shared-model from .* \(hard-linked into the store, no second copy\)/);
-    const runners = await readyOn(a, placedId(launched.stdout));
+    const runners = await readyOn(a, placedId(launched.stdout)).catch((error: unknown) => {
+      throw new Error(`${(error as Error).message}\n--- beta ---\n${b.output().slice(-6000)}`);
+    });
     assert.deepEqual(runners.map((r) => r.nodeId), [bId]);
     const digest = await sha256(file);
     assert.equal(await sha256(filePathFor(hubStoreRoot(b.dataDir), 'local/shared-model', localRevision(digest), 'shared-model.gguf')), digest);

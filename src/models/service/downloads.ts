@@ -23,6 +23,8 @@ const CANCEL_WAIT_MS = 10_000;
 const CLOSE_WAIT_MS = 2000;
 /** How often a serving node checks on a download it waits for. */
 const DOWNLOAD_POLL_MS = 500;
+/** How long a serving node waits for a member to report the file of a model it has no card for (telemetry lags a placement). */
+export const PEER_REPORT_WAIT_MS = 20_000;
 
 /** The repo, revision and file a download must end with. */
 export interface WantedCopy {
@@ -74,7 +76,7 @@ export class Downloads {
 
   /** Starts (or joins) the download of `modelId` and resolves with the file once it is verified. */
   async waitForFile(modelId: string, signal: AbortSignal): Promise<string> {
-    const { download } = await this.pull(modelId);
+    const { download } = await this.pullOnceReported(modelId, signal);
     for (;;) {
       const now = this.get(download.id);
       if (now.state === 'done' && now.path !== null) return now.path;
@@ -82,6 +84,24 @@ export class Downloads {
         throw new ShoalError('MODEL_FAILED', `downloading ${modelId} ${now.state}: ${now.error?.message ?? 'no reason given'}`);
       }
       if (signal.aborted) throw new ShoalError('CANCELLED', `stopped waiting for the download of ${modelId}`);
+      await new Promise((resolve) => setTimeout(resolve, DOWNLOAD_POLL_MS));
+    }
+  }
+
+  /**
+   * `pull` for a serving node. An instance can be placed here the moment another member added the
+   * model, before that member's artifacts report (telemetry) says it holds the file: without a card
+   * here, no holder known yet is waited for (PEER_REPORT_WAIT_MS) instead of failing the placement.
+   */
+  private async pullOnceReported(modelId: string, signal: AbortSignal): Promise<PullView> {
+    const deadline = performance.now() + PEER_REPORT_WAIT_MS;
+    for (;;) {
+      try {
+        return await this.pull(modelId);
+      } catch (error) {
+        const unknown = error instanceof ShoalError && error.code === 'NOT_FOUND';
+        if (!unknown || performance.now() >= deadline || signal.aborted) throw error;
+      }
       await new Promise((resolve) => setTimeout(resolve, DOWNLOAD_POLL_MS));
     }
   }
