@@ -1,4 +1,4 @@
-import { ShoalError } from '../common/errors.js';
+import { ERROR_CODES, ShoalError, type ErrorCode } from '../common/errors.js';
 import { resolveDataDir } from '../common/paths.js';
 import { readRunFiles } from '../node/run-files.js';
 
@@ -32,8 +32,11 @@ export async function connectToNode(dataDirFlag: string | undefined): Promise<No
       const text = await res.text();
       const parsed = text === '' ? null : (JSON.parse(text) as unknown);
       if (!res.ok) {
-        const message = (parsed as { error?: { message?: string } } | null)?.error?.message ?? `${res.status} ${text}`;
-        throw new ShoalError('BAD_REQUEST', message);
+        const error = (parsed as { error?: { message?: string; code?: string } } | null)?.error;
+        const message = error?.message ?? `${res.status} ${text}`;
+        // The node's own code, so a command can tell "not found" from a refusal.
+        const code = ERROR_CODES.includes(error?.code as ErrorCode) ? (error?.code as ErrorCode) : 'BAD_REQUEST';
+        throw new ShoalError(code, message);
       }
       return parsed as T;
     },

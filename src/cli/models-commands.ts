@@ -82,7 +82,13 @@ const SUBS: Record<string, Sub> = {
       const spec = p.positionals[0] as string;
       const id = await knownModel(client, spec);
       if (id === null) {
-        // As Ollama's pull (and /api/pull): a hub repo this node has no card for is added, then pulled.
+        // No card here: a member that holds it gives its copy (the hub is not asked)...
+        const fromMember = await client.call<{ download: DownloadView; joined: boolean }>('POST', '/models/pull', { id: spec }).catch((error: unknown) => {
+          if (isShoalError(error) && error.code === 'NOT_FOUND') return null;
+          throw error;
+        });
+        if (fromMember !== null) return follow(client, fromMember.download, p.json);
+        // ...else, as Ollama's pull (and /api/pull): a hub repo this node has no card for is added, then pulled.
         const ref = splitSpec(spec);
         if (!HUB_REPO.test(ref.repo)) throw new ShoalError('NOT_FOUND', `no model '${spec}' on this node (see 'shoal models ls'): name a model id or a hub repo owner/name[:QUANT] (find one with 'shoal models search ${spec}')`);
         const result = await client.call<AddResult>('POST', '/models/add', { ...ref, pull: true });
