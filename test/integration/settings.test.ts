@@ -92,7 +92,7 @@ describe('the admin token', { timeout: 180_000 }, () => {
     const second = rotated.stdout.trim();
     assert.match(second, /^[0-9a-f]{64}$/);
     assert.notEqual(second, first);
-    assert.equal(await stateWithToken(node, first), 401, 'the old token stops working');
+    assert.equal(await stateWithToken(node, first), 403, 'the old token stops working: the page is refused as any other page on a foreign origin');
     assert.equal(await stateWithToken(node, second), 200);
     assert.equal((await readRunFiles(dataDir)).token, second, 'the CLI finds the new one');
   });
