@@ -13,6 +13,7 @@ import type { InstanceView, StatusView } from '../../src/api/control/control.js'
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
 import type { DownloadView } from '../../src/models/views.js';
 import type { DownloadsPlan } from '../../src/placement/downloads.js';
+import { api } from '../support/control-api.js';
 import { eventually, shoal, status } from '../support/cli.js';
 import { ggufFixture, HubServer } from '../support/hub-server.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
@@ -23,16 +24,6 @@ const Q4 = 'Approve-Q4_K_M.gguf';
 const Q8 = 'Approve-Q8_0.gguf';
 const Q4_ID = `${REPO}:Q4_K_M`;
 const Q8_ID = `${REPO}:Q8_0`;
-
-async function api<T = Record<string, unknown>>(node: TestNode, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${node.url}${path}`, {
-    method,
-    headers: { 'x-shoal-client': 'test', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text === '' ? null : JSON.parse(text)) as T };
-}
 
 describe('downloads the whole cluster sees and approves', { timeout: 240_000 }, () => {
   let dir: string;

@@ -6,8 +6,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -15,6 +14,7 @@ import { promisify } from 'node:util';
 import { localRevision } from '../../src/models/cards/card.js';
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
 import type { AddFileResult, ModelListView, ModelView } from '../../src/models/views.js';
+import { api, sha256 } from '../support/control-api.js';
 import { eventually, shoal, status } from '../support/cli.js';
 import { ggufFixture, HubServer } from '../support/hub-server.js';
 import { CLI_PATH, startTestNode, type TestNode } from '../support/node-process.js';
@@ -23,18 +23,6 @@ const ONE = 'shoal-test/One-GGUF';
 const TWO = 'shoal-test/Two-GGUF';
 const NEW = 'shoal-test/New-GGUF';
 const PULLED = 'shoal-test/Pulled-GGUF';
-
-const sha256 = async (path: string): Promise<string> => createHash('sha256').update(await readFile(path)).digest('hex');
-
-async function api<T = Record<string, unknown>>(node: TestNode, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${node.url}${path}`, {
-    method,
-    headers: { 'x-shoal-client': 'test', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text === '' ? null : JSON.parse(text)) as T };
-}
 
 async function chat(node: TestNode, model: string): Promise<number> {
   const res = await api(node, 'POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 8, temperature: 0 });

@@ -4,15 +4,15 @@
 // cluster-wide DELETE /models/:id, and the keep budget evicting a model when its instance ends.
 
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { StatusView } from '../../src/api/control/control.js';
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
 import type { ClusterRemoveResult, DownloadView, ModelView, NodeRemoval, StorageView } from '../../src/models/views.js';
+import { api, sha256 } from '../support/control-api.js';
 import { eventually, shoal, status } from '../support/cli.js';
 import { ggufFixture, HubServer } from '../support/hub-server.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
@@ -22,19 +22,6 @@ const Q4 = 'Copy-Q4_K_M.gguf';
 const Q8 = 'Copy-Q8_0.gguf';
 const Q4_ID = `${REPO}:Q4_K_M`;
 const Q8_ID = `${REPO}:Q8_0`;
-
-const sha256 = async (path: string): Promise<string> => createHash('sha256').update(await readFile(path)).digest('hex');
-
-async function api<T = Record<string, unknown>>(node: TestNode, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${node.url}${path}`, {
-    method,
-    // The header a body-less state-changing control call needs from loopback (docs/API.md).
-    headers: { 'x-shoal-client': 'test', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text === '' ? null : JSON.parse(text)) as T };
-}
 
 async function downloaded(node: TestNode, id: string): Promise<DownloadView> {
   return eventually(`download ${id} on ${node.url}`, 30_000, async () => {

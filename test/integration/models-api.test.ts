@@ -5,7 +5,6 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,6 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { readCardFile } from '../../src/models/cards/parse.js';
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
 import type { AddResult, DownloadView, ModelListView, RemoveResult, SearchView, StorageView } from '../../src/models/views.js';
+import { api, sha256 } from '../support/control-api.js';
 import { eventually, shoal } from '../support/cli.js';
 import { ggufFixture, HubServer } from '../support/hub-server.js';
 import { CLI_PATH, freePort, startTestNode, type TestNode } from '../support/node-process.js';
@@ -24,19 +24,6 @@ const Q8 = 'Tiny-Q8_0.gguf';
 const Q4_ID = `${REPO}:Q4_K_M`;
 const Q8_ID = `${REPO}:Q8_0`;
 const RESERVE = 1024 * 1024;
-
-const sha256 = async (path: string): Promise<string> => createHash('sha256').update(await readFile(path)).digest('hex');
-
-async function api<T = Record<string, unknown>>(node: TestNode, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${node.url}${path}`, {
-    method,
-    // The header a body-less state-changing control call needs from loopback (docs/API.md).
-    headers: { 'x-shoal-client': 'test', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text === '' ? null : JSON.parse(text)) as T };
-}
 
 type ErrorBody = { error: { code: string; message: string; reason?: string } };
 
