@@ -50,6 +50,13 @@ const LAYERS = [
       'metrics/ring.ts',
       'metrics/series.ts',
       'metrics/tracker.ts',
+      'tracing/spans.ts',
+      'diagnostics/recorder.ts',
+      'cluster/self-health.ts', // a node's own health reasons (issue #18), from plain readings
+      'diagnostics/plane-moments.ts',
+      'diagnostics/timeline.ts',
+      'diagnostics/envelope.ts',
+      'diagnostics/redact.ts',
     ],
     may: ['base', 'wire', 'state'],
   },
@@ -62,7 +69,7 @@ const LAYERS = [
   {
     name: 'port',
     why: 'the interfaces the API serves through, filled by the node: they name only plain types',
-    parts: ['api/dispatch.ts', 'api/control/control.ts', 'api/control/models-port.ts', 'api/control/placement-port.ts'],
+    parts: ['api/dispatch.ts', 'api/control/control.ts', 'api/control/models-port.ts', 'api/control/placement-port.ts', 'api/control/diagnostics-port.ts', 'api/control/traces-port.ts', 'api/control/performance-port.ts'],
     may: ['base', 'wire', 'state', 'core'],
   },
   {
@@ -77,6 +84,8 @@ const LAYERS = [
       'placement/service.ts',
       'placement/control.ts',
       'doctor/**',
+      'diagnostics/**',
+      'tracing/**',
     ],
     may: ['base', 'wire', 'state', 'core', 'router'],
     typeOnly: ['port'],
@@ -90,7 +99,7 @@ const LAYERS = [
   {
     name: 'metrics',
     why: 'metrics and the dashboard observe the running node: its API, its shells and its router',
-    parts: ['metrics/**', 'dashboard/**'],
+    parts: ['metrics/**', 'dashboard/**', 'diagnostics/capture.ts'],
     may: ['base', 'wire', 'state', 'core', 'router', 'port', 'shell', 'api'],
   },
   {

@@ -12,6 +12,7 @@ import { ClusterPage } from './pages/Cluster.js';
 import { LogsPage } from './pages/Logs.js';
 import { MetricsPage } from './pages/Metrics.js';
 import { ModelsPage } from './pages/Models.js';
+import { ObservabilityPage } from './pages/Observability.js';
 import { SettingsPage } from './pages/Settings.js';
 import { saveTheme, savedTheme, systemTheme, type Theme } from './theme.js';
 
@@ -21,6 +22,7 @@ const NAV: { page: Page; label: string }[] = [
   { page: 'chat', label: 'Chat' },
   { page: 'metrics', label: 'Metrics' },
   { page: 'logs', label: 'Logs' },
+  { page: 'observability', label: 'Observability' },
   { page: 'settings', label: 'Settings' },
 ];
 
@@ -138,6 +140,7 @@ function Body({ route }: { route: Route }): ReactNode {
       {route.page === 'chat' && <ChatPage />}
       {route.page === 'metrics' && <MetricsPage params={route.params} />}
       {route.page === 'logs' && <LogsPage params={route.params} />}
+      {route.page === 'observability' && <ObservabilityPage params={route.params} />}
       {route.page === 'settings' && <SettingsPage />}
     </>
   );

@@ -22,7 +22,14 @@ import { modelsRoutes } from './control/models-routes.js';
 import type { ModelsControl } from './control/models-port.js';
 import type { PlacementControl } from './control/placement-port.js';
 import { placementRoutes } from './control/placement-routes.js';
+import type { DiagnosticsControl } from './control/diagnostics-port.js';
+import { diagnosticsRoutes } from './control/diagnostics-routes.js';
+import type { PerformanceControl } from './control/performance-port.js';
+import { performanceRoutes } from './control/performance-routes.js';
 import { responsesRoutes } from './openai/responses/routes.js';
+import type { HttpTracing, TracesControl } from './control/traces-port.js';
+import { tracesRoutes } from './control/traces-routes.js';
+import { traceHttp } from './http-tracing.js';
 
 export interface Health {
   ok: boolean;
@@ -50,11 +57,17 @@ export interface ServerOptions {
   models?: ModelsControl;
   /** Placing and ending model instances, behind the same admin token. */
   placement?: PlacementControl;
+  /** Per-request tracing (src/tracing/): which requests are traced, and `GET /traces`, behind the same admin token. */
+  traces?: TracesControl & HttpTracing;
+  /** This node's and the cluster's diagnostics (`/diagnostics/node`, `/diagnostics/cluster`, the timeline), behind the same admin token. */
+  diagnostics?: DiagnosticsControl;
+  /** Performance envelopes and the capture bundle (`/diagnostics/performance`, `/diagnostics/bundle`), behind the same admin token. */
+  performance?: PerformanceControl;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 /** URL prefixes of Shoal's own control API, answered in its error shape. */
-const CONTROL_PREFIXES = ['/state', '/settings', '/token/', '/cluster/', '/models', '/store/', '/place_instance', '/instance/', '/metrics/', '/logs', '/events'];
+const CONTROL_PREFIXES = ['/state', '/settings', '/token/', '/cluster/', '/models', '/store/', '/place_instance', '/instance/', '/metrics/', '/logs', '/events', '/traces', '/diagnostics/'];
 /** Oversized bodies up to this size are read and discarded so the client gets its 413. */
 export const MAX_DRAINED_BODY_BYTES = 64 * 1024 * 1024;
 /** How long an oversized upload may take to drain before the 413 goes out anyway. */
@@ -89,6 +102,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   });
   limitConnections(app.server);
   installJsonParser(app);
+  if (options.traces) traceHttp(app, options.traces);
   const settings = options.settings;
   const familyOptions: FamilyOptions = { dispatcher: options.dispatcher, apiKeys: new ApiKeys(options.apiKeys ?? [], () => settings?.get().apiKeyDigests ?? []) };
   registerCors(app, {
@@ -122,6 +136,9 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   if (options.models) void app.register(modelsRoutes, { models: options.models, adminToken: options.adminToken });
   if (settings) void app.register(settingsRoutes, { settings, rotateAdminToken: settings.rotateAdminToken, adminToken: options.adminToken });
   if (options.placement) void app.register(placementRoutes, { placement: options.placement, adminToken: options.adminToken });
+  if (options.traces) void app.register(tracesRoutes, { traces: options.traces, adminToken: options.adminToken });
+  if (options.diagnostics) void app.register(diagnosticsRoutes, { diagnostics: options.diagnostics, adminToken: options.adminToken });
+  if (options.performance) void app.register(performanceRoutes, { diagnostics: options.performance, adminToken: options.adminToken });
   families.push({ owns: (url) => CONTROL_PREFIXES.some((prefix) => url.startsWith(prefix)), sendError: sendControlError, errorBody: controlErrorBody });
   void app.register(anthropicRoutes, familyOptions);
   families.push({ owns: (url) => url.startsWith('/v1/messages'), sendError: sendAnthropicError, errorBody: (error) => toAnthropicError(error).body });

@@ -3,6 +3,7 @@ import { isShoalError } from '../common/errors.js';
 import type { StatusView } from '../api/control/control.js';
 import { connectToNode } from './client.js';
 import { nodeNamer, psRows, table } from './ps.js';
+import { gpuLines } from './gpu-lines.js';
 
 /**
  * The CLI commands that talk to a running node: each is a thin call to one control route on
@@ -159,6 +160,7 @@ export function formatStatus(s: StatusView, baseUrl: string): string {
     });
     lines.push(table(['  NAME', 'HEALTH', ''], rows));
   }
+  lines.push('', ...gpuLines(s, name));
   const rows = psRows(s);
   lines.push('', rows.length === 0 ? 'Models: none runs (place one with `shoal launch <model>`)' : 'Models and instances (details: shoal ps):');
   for (const r of rows) lines.push(`  ${r.model}  ${r.instance} on ${r.node}${r.role === 'full' ? '' : ` (${r.role})`}: ${r.state}`);

@@ -29,7 +29,9 @@ Keys:
                             'none': the planner's default (4096, lowered to fit)
   default-parallel          slots for such a launch; 'none': as many as fit, up to 16
   download-approval-bytes   downloads a launch would start on other members above this size wait
-                            for approval (e.g. 4GiB; 0 asks always). Default 4GiB`;
+                            for approval (e.g. 4GiB; 0 asks always). Default 4GiB
+  tracing                   on or off: record per-request traces on every member (see 'shoal trace').
+                            Default off`;
 
 const TOKEN_HELP = `Usage: shoal token [--rotate] [--data-dir <dir>]
 
@@ -38,9 +40,9 @@ and what 'Authorization: Bearer <token>' carries to the control routes. It stays
 restarts. --rotate replaces it (at once on a running node): every browser and script that has the
 old one must be given the new one.`;
 
-type KeyName = 'api-keys' | 'add-api-key' | 'remove-api-key' | 'cors-origins' | 'default-context-tokens' | 'default-parallel' | 'download-approval-bytes';
-const SET_KEYS: readonly KeyName[] = ['api-keys', 'add-api-key', 'remove-api-key', 'cors-origins', 'default-context-tokens', 'default-parallel', 'download-approval-bytes'];
-const GET_KEYS: readonly KeyName[] = ['api-keys', 'cors-origins', 'default-context-tokens', 'default-parallel', 'download-approval-bytes'];
+type KeyName = 'api-keys' | 'add-api-key' | 'remove-api-key' | 'cors-origins' | 'default-context-tokens' | 'default-parallel' | 'download-approval-bytes' | 'tracing';
+const SET_KEYS: readonly KeyName[] = ['api-keys', 'add-api-key', 'remove-api-key', 'cors-origins', 'default-context-tokens', 'default-parallel', 'download-approval-bytes', 'tracing'];
+const GET_KEYS: readonly KeyName[] = ['api-keys', 'cors-origins', 'default-context-tokens', 'default-parallel', 'download-approval-bytes', 'tracing'];
 
 /** The camelCase names GET /state uses are accepted too (`downloadApprovalBytes`). */
 function keyOf(typed: string, known: readonly KeyName[]): KeyName {
@@ -58,6 +60,14 @@ function count(key: string, value: string): number | null {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new ShoalError('BAD_REQUEST', `${key} must be a positive integer or 'none', got '${value}'`);
   return n;
+}
+
+/** `on`/`off` (or true/false, 1/0, yes/no) as a switch. */
+export function onOff(key: string, value: string): boolean {
+  const v = value.trim().toLowerCase();
+  if (['on', 'true', '1', 'yes'].includes(v)) return true;
+  if (['off', 'false', '0', 'no'].includes(v)) return false;
+  throw new ShoalError('BAD_REQUEST', `${key} must be on or off, got '${value}'`);
 }
 
 /** The body of `PUT /settings` that `shoal config set key value` sends. */
@@ -80,6 +90,8 @@ export function settingsBody(typedKey: string, value: string): SettingsBody {
       return { defaultParallel: count(key, value) };
     case 'download-approval-bytes':
       return { downloadApprovalBytes: value.trim() === '0' ? 0 : parseSize(key, value) };
+    case 'tracing':
+      return { tracing: onOff(key, value) };
   }
 }
 
@@ -97,6 +109,8 @@ function shown(settings: ClusterSettings, key: KeyName): string {
       return settings.defaultParallel === null ? 'none (as many as fit)' : String(settings.defaultParallel);
     case 'download-approval-bytes':
       return settings.downloadApprovalBytes === 0 ? '0 (always ask)' : `${settings.downloadApprovalBytes} (${formatBytes(settings.downloadApprovalBytes)})`;
+    case 'tracing':
+      return settings.tracing ? 'on' : 'off';
     default:
       return '';
   }

@@ -29,7 +29,9 @@ Options:
                            llama_cpp-cpu,rpc-cpu; also SHOAL_BACKENDS) instead of the detected ones
   --threads <n>            threads for probing node-llama-cpp (default: physical cores, here ${physicalCoreCount()})
   --jobs <n>               compiler jobs for an engine build (default: CPUs, fewer when memory is short)
-  --engine-compute <cpu|cuda|vulkan|metal>   what --fix builds the engines for (default cpu)
+  --compute <cpu|cuda|vulkan|metal>   what --fix builds the engines for (also --engine-compute); default:
+                           CUDA with an NVIDIA GPU and nvcc, Vulkan with a GPU, glslc and the Vulkan
+                           headers, Metal on macOS, else CPU
   -h, --help               show this help
 
 Engines are cached in $SHOAL_ENGINE_CACHE, else $XDG_CACHE_HOME/shoal/engines, else ~/.cache/shoal/engines.`;
@@ -96,6 +98,7 @@ export async function doctorCommand(args: string[]): Promise<number> {
         backends: { type: 'string' },
         threads: { type: 'string' },
         jobs: { type: 'string' },
+        compute: { type: 'string' },
         'engine-compute': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -119,9 +122,10 @@ export async function doctorCommand(args: string[]): Promise<number> {
     gpu = parseGpu(values.gpu);
     threads = positiveInt('threads', values.threads);
     jobs = positiveInt('jobs', values.jobs);
-    if (values['engine-compute'] !== undefined) {
-      engineCompute = ENGINE_COMPUTES.find((c) => c === values['engine-compute']);
-      if (!engineCompute) throw new Error(`--engine-compute must be one of ${ENGINE_COMPUTES.join(', ')}, got '${values['engine-compute']}'`);
+    const computeText = values.compute ?? values['engine-compute'];
+    if (computeText !== undefined) {
+      engineCompute = ENGINE_COMPUTES.find((c) => c === computeText);
+      if (!engineCompute) throw new Error(`--compute must be one of ${ENGINE_COMPUTES.join(', ')}, got '${computeText}'`);
     }
   } catch (error) {
     console.error(`${(error as Error).message}\n\n${HELP}`);

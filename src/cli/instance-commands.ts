@@ -25,11 +25,15 @@ export function formatDownloads(downloads: DownloadsPlan, names: (nodeId: string
 
 export function formatPlan(plan: Plan, names: (nodeId: string) => string): string {
   const lines = [
-    `${plan.modelId}: ${plan.shape}, ${plan.parallel} slot${plan.parallel === 1 ? '' : 's'} (${plan.sizing.parallel}) × ${plan.contextTokens} tokens (${plan.sizing.contextTokens}), KV ${plan.kvCacheType}, flash attention ${plan.flashAttention}, ${plan.predictedDecodeTokPerS === null ? 'speed not predicted' : `~${plan.predictedDecodeTokPerS.toFixed(1)} tok/s predicted`}`,
+    `${plan.modelId}: ${plan.shape}, ${plan.parallel} slot${plan.parallel === 1 ? '' : 's'} (${plan.sizing.parallel}) × ${plan.contextTokens} tokens (${plan.sizing.contextTokens}), KV ${plan.kvCacheType}, flash attention ${plan.flashAttention}, ${plan.predictedDecodeTokPerS !== null ? `~${plan.predictedDecodeTokPerS.toFixed(1)} tok/s predicted` : plan.decodeUpperBoundTokPerS !== null ? `speed not predicted (at most ~${plan.decodeUpperBoundTokPerS.toFixed(1)} tok/s: its measured CPU parts)` : 'speed not predicted'}`,
   ];
   for (const p of plan.placements) {
     const share = p.role === 'full' ? 'whole model' : `${p.layerShare.layerCount} layers (${(p.layerShare.fraction * 100).toFixed(0)}%)${p.tensorSplit !== undefined ? `, split weight ${p.tensorSplit}` : ''}`;
-    lines.push(`  ${names(p.nodeId)}  ${p.role.padEnd(6)} ${p.backend.padEnd(18)} ${share}, needs ${formatBytes(p.estimate.totalBytes)} of ${formatBytes(p.freeBytes)} free`);
+    const ram = p.gpuLayers === null ? 'needs' : `-ngl ${p.gpuLayers}${p.spilledLayers > 0 ? ` (${p.spilledLayers} layers spilled to RAM)` : ''}, RAM`;
+    lines.push(`  ${names(p.nodeId)}  ${p.role.padEnd(6)} ${p.backend.padEnd(18)} ${share}, ${ram} ${formatBytes(p.ramBytes)} of ${formatBytes(p.freeBytes)} free`);
+    for (const d of p.devices) {
+      lines.push(`      GPU ${d.index} ${d.name}: ${d.layerCount} layers${d.holdsOutput ? ' + output' : ''}, split weight ${d.tensorSplit}, ${formatBytes(d.bytes)} of ${formatBytes(d.freeBytes)} VRAM free${d.fits ? '' : ' (does not fit)'}`);
+    }
   }
   for (const warning of plan.warnings) lines.push(`  warning: ${warning}`);
   return lines.join('\n');

@@ -34,6 +34,8 @@ Options:
   --context N                       tokens of context per slot (default: the card's, else the planner's)
   --kv-cache-type f16|q8_0|q4_0     KV cache element type (default f16)
   --flash-attention auto|on|off     (default auto)
+  --allow-spill                     layers that do not fit a node's GPUs may stay in system RAM
+                                    (slower); without it such a node is short of VRAM
   --exclude <node>                  a node not to place on; repeat for more
   --dry-run                         show the plan and the downloads it would start; place nothing
   --yes                             approve up front the downloads onto other members above the
@@ -98,6 +100,7 @@ export async function launchCommand(argv: string[]): Promise<number> {
         'context-size': { type: 'string' },
         'kv-cache-type': { type: 'string' },
         'flash-attention': { type: 'string' },
+        'allow-spill': { type: 'boolean' },
         exclude: { type: 'string', multiple: true },
         'dry-run': { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
@@ -139,6 +142,7 @@ export async function launchCommand(argv: string[]): Promise<number> {
       ...(values['kv-cache-type'] !== undefined ? { kv_cache_type: oneOf('kv-cache-type', values['kv-cache-type'], CARD_KV_CACHE_TYPES) } : {}),
       ...(values['flash-attention'] !== undefined ? { flash_attention: oneOf('flash-attention', values['flash-attention'], FLASH_ATTENTION_MODES) } : {}),
       ...(values.exclude !== undefined ? { exclude: values.exclude } : {}),
+      ...(values['allow-spill'] === true ? { allow_spill: true } : {}),
     };
     const client = await connectToNode(values['data-dir']);
     const spec = positionals[0] as string;

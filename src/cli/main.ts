@@ -26,6 +26,9 @@ The node and its cluster:
   status              this node: its URLs, health, cluster members, models and instances
   logs [<node>] [-f]  print (and follow) a node's recent log lines: this node's or a member's
   doctor              check this machine (hardware, backends, engines, storage); --fix repairs
+  diagnose [--out F]  write a .tar.gz of this node's diagnostics, logs and state (secrets redacted)
+  trace on|off|list|show <id>
+                      per-request traces: switch them on or off cluster-wide, list and show them
   service install|uninstall|status
                       run the node as a systemd (Linux) or launchd (macOS) service
   config get|set      cluster-wide settings: API keys, allowed web origins, launch defaults
@@ -59,7 +62,7 @@ Prints Shoal's version and, when it runs from a git checkout, the commit.`;
 
 const MODELS_SUBCOMMANDS = ['search', 'add', 'pull', 'ls', 'rm', 'launch', 'stop', 'approve', 'generate'];
 const CLUSTER_COMMANDS = ['status', 'token', 'invite', 'join', 'approve', 'decline', 'remove', 'leave', 'dissolve', 'nickname', 'make-host'];
-const COMMANDS = ['config', 'run', 'launch', 'ps', 'chat', 'pull', 'rm', 'models', 'doctor', 'logs', 'service', 'version', 'help', ...CLUSTER_COMMANDS];
+const COMMANDS = ['config', 'run', 'launch', 'ps', 'chat', 'pull', 'rm', 'models', 'doctor', 'diagnose', 'trace', 'logs', 'service', 'version', 'help', ...CLUSTER_COMMANDS];
 const TOP_OPTIONS = ['--help', '-h', '--version', '-v'];
 
 const isHelp = (arg: string | undefined): boolean => arg === '--help' || arg === '-h' || arg === 'help';
@@ -115,6 +118,10 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./doctor.js')).doctorCommand(rest);
     case 'logs':
       return (await import('./logs.js')).logsCommand(rest);
+    case 'diagnose':
+      return (await import('./diagnose.js')).diagnoseCommand(rest);
+    case 'trace':
+      return (await import('./trace.js')).traceCommand(rest);
     case 'service':
       return (await import('./service.js')).serviceCommand(rest);
     case 'config':

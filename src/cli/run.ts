@@ -8,6 +8,8 @@ import { startNode } from '../node/node.js';
 import { CORS_ORIGINS_ENV, parseCorsOrigins } from '../api/cors.js';
 import { mergeConfig, readConfigFile } from './config-file.js';
 import { parseEngineRequest } from '../worker/default-engine.js';
+import { DEFAULT_STALL_TIMEOUT_MS } from '../worker/recorded-runner.js';
+import { parseBackendList, parseBackendTag } from '../doctor/backends.js';
 import { LogRing } from '../dashboard/log-ring.js';
 import { GpuChoice, MAX_CONTEXT_TOKENS, MAX_SEQUENCES, MAX_THREADS } from '../worker/runner/protocol.js';
 
@@ -25,6 +27,8 @@ Options:
   --default-model <id>     model to serve when nothing else is placed (default shoal/tiny);
                            a built-in id or the path of a .gguf file
   --gpu <auto|false|cuda|vulkan|metal>   compute backend (default auto)
+  --backends <tags>        advertise exactly these backend tags (comma-separated, e.g.
+                           llama_cpp-cuda,rpc-cuda; also SHOAL_BACKENDS) instead of the detected ones
   --engine <auto|llama_server|llama_cpp> what serves the default model (default auto, also SHOAL_ENGINE):
                            llama-server when \`shoal doctor --fix\` built it and no GPU is in use,
                            else node-llama-cpp in a runner child; llama_cpp forces the in-process engine
@@ -34,6 +38,11 @@ Options:
                            placed instances size theirs at launch
   --memory-budget <size>   most memory placement may use on this node, e.g. 6GiB or 512MiB
                            (default: whatever is available); keeps room for other work
+  --vram-budget <size>     most VRAM placement may use on each GPU of this node, e.g. 20GiB
+                           (default: what each reports free); keeps room for a desktop or other work
+  --stall-timeout <s>      seconds a generation may go without a token before the hang watchdog fails
+                           it with RUNNER_STALLED and restarts its engine (default 60, also
+                           SHOAL_STALL_TIMEOUT_S); before the first token 0.1 s per prompt token is added
   --p2p-port <port>        cluster (libp2p) port (default 52601)
   --no-mdns                do not look for other nodes on the LAN by mDNS
   --bootstrap <multiaddr>  dial this node at start (repeatable), for networks mDNS does not reach; the
@@ -48,6 +57,9 @@ Options:
 Every option but --data-dir can also be set in shoal.toml in the data dir, under its flag's name
 (api-port = 8080, api-key = ["k1"], no-mdns = true); a flag wins over the environment, the
 environment over the file. Cluster-wide settings: 'shoal config'.`;
+
+/** The longest `--stall-timeout`: a day, past which the watchdog would catch nothing anyone waits for. */
+const MAX_STALL_TIMEOUT_S = 86_400;
 
 /** Milliseconds a stop may take before the process exits anyway. */
 const STOP_DEADLINE_MS = 4500;
@@ -72,6 +84,15 @@ export function parseSize(name: string, value: string): number {
   return bytes;
 }
 
+/** `--backends` (or SHOAL_BACKENDS): null when not given; every entry must be a backend tag. */
+export function backendsOption(value: string | undefined): string[] | null {
+  if (value === undefined || value.trim() === '') return null;
+  const tags = parseBackendList(value);
+  const wrong = tags.find((tag) => parseBackendTag(tag) === null);
+  if (wrong !== undefined) throw new Error(`--backends (or SHOAL_BACKENDS): '${wrong}' is not a backend tag: use <engine>-<compute>, engine llama_cpp, llama_server or rpc, compute cpu, cuda, vulkan or metal`);
+  return tags;
+}
+
 /** `shoal run`'s flags; shoal.toml takes the same names as keys (config-file.ts). */
 const RUN_FLAGS = {
   'api-port': { type: 'string' },
@@ -81,12 +102,15 @@ const RUN_FLAGS = {
   threads: { type: 'string' },
   'default-model': { type: 'string' },
   gpu: { type: 'string' },
+  backends: { type: 'string' },
   engine: { type: 'string' },
   'context-size': { type: 'string' },
   parallel: { type: 'string' },
   'api-key': { type: 'string', multiple: true },
   'p2p-port': { type: 'string' },
   'memory-budget': { type: 'string' },
+  'vram-budget': { type: 'string' },
+  'stall-timeout': { type: 'string' },
   'no-mdns': { type: 'boolean' },
   bootstrap: { type: 'string', multiple: true },
   headless: { type: 'boolean' },
@@ -94,7 +118,7 @@ const RUN_FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 /** The variables that stand in for a flag: between the flag and shoal.toml in precedence. */
-const RUN_ENV: Record<string, string> = { engine: 'SHOAL_ENGINE', 'api-key': 'SHOAL_API_KEYS', 'cors-origin': CORS_ORIGINS_ENV };
+const RUN_ENV: Record<string, string> = { engine: 'SHOAL_ENGINE', backends: 'SHOAL_BACKENDS', 'api-key': 'SHOAL_API_KEYS', 'cors-origin': CORS_ORIGINS_ENV, 'stall-timeout': 'SHOAL_STALL_TIMEOUT_S' };
 
 /**
  * The log file's sink: lines wait until the node holds the data dir's lock, so a second start on a
@@ -154,11 +178,14 @@ export async function runCommand(args: string[]): Promise<number> {
       threads: positiveInt('threads', values.threads, physicalCoreCount(), MAX_THREADS),
       defaultModel: values['default-model'] ?? 'shoal/tiny',
       gpu: gpu.data,
+      backends: backendsOption(values.backends ?? process.env.SHOAL_BACKENDS),
       engine: parseEngineRequest(values.engine ?? process.env.SHOAL_ENGINE ?? 'auto'),
       contextSize: positiveInt('context-size', values['context-size'], 4096, MAX_CONTEXT_TOKENS),
       sequences: positiveInt('parallel', values.parallel, 8, MAX_SEQUENCES),
       p2pPort: positiveInt('p2p-port', values['p2p-port'], 52601, 65535),
       memoryBudgetBytes: values['memory-budget'] === undefined ? null : parseSize('memory-budget', values['memory-budget']),
+      vramBudgetBytes: values['vram-budget'] === undefined ? null : parseSize('vram-budget', values['vram-budget']),
+      stallTimeoutMs: positiveInt('stall-timeout', values['stall-timeout'] ?? process.env.SHOAL_STALL_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_MS / 1000, MAX_STALL_TIMEOUT_S) * 1000,
       mdns: values['no-mdns'] !== true,
       bootstrap: values.bootstrap ?? [],
       headless: values.headless === true,

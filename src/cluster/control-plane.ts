@@ -5,10 +5,11 @@ import type { Logger } from '../common/log.js';
 import { shoalVersion } from '../common/version.js';
 import type { NodeControl, StatusView } from '../api/control/control.js';
 import { MAX_MESSAGE_BYTES, SYNC_PROTOCOL, ControlMessage, SyncMessage, TelemetryMessage, controlTopic, telemetryTopic, type CoreMessage } from '../master/core/messages.js';
-import type { ArtifactsMessage, DownloadsMessage, ResourcesMessage, RunnersMessage } from '../wire/telemetry.js';
+import type { ArtifactsMessage, DownloadsMessage, HealthMessage, ResourcesMessage, RunnersMessage } from '../wire/telemetry.js';
 import type { Effect } from '../master/core/effects.js';
 import { NodeCore, type CoreView } from '../master/core/node-core.js';
 import { LogStore } from '../master/log/store.js';
+import type { LogHealth } from '../master/log/types.js';
 import type { Command, CommandResult } from '../master/state/commands.js';
 import type { MemberInfo } from '../master/state/events.js';
 import type { ClusterId, CommandId, NodeId } from '../common/ids.js';
@@ -18,6 +19,8 @@ import { loadOrCreateIdentity, type Identity } from '../membership/identity.js';
 import { liveMembers, MembershipService } from '../membership/service.js';
 import { TrustedClusters } from '../membership/trusted.js';
 import { createRouter, type Router, type Topic } from '../router/index.js';
+import type { RecordMoment } from '../diagnostics/recorder.js';
+import { planeMoments, type PlaneGlance } from '../diagnostics/plane-moments.js';
 
 /**
  * The thin shell around the pure cluster core: it owns the clock, the log on disk and the libp2p
@@ -36,6 +39,8 @@ export interface ControlPlaneOptions {
   p2pHost: string;
   mdns: boolean;
   bootstrap: string[];
+  /** The node's flight recorder: elections, mastership, joins, leaves, prunes and a full disk are recorded there. */
+  moments?: RecordMoment;
 }
 
 /** Core ticks: liveness, elections and retries advance on this beat. */
@@ -58,10 +63,12 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   private topics: { clusterId: ClusterId; control: Topic<typeof ControlMessage>; telemetry: Topic<typeof TelemetryMessage> } | null = null;
   private ticker: NodeJS.Timeout | null = null;
   private readonly stateListeners = new Set<() => void>();
-  private readonly telemetryListeners = new Set<(message: ResourcesMessage | RunnersMessage | DownloadsMessage, from: NodeId) => void>();
+  private readonly telemetryListeners = new Set<(message: ResourcesMessage | RunnersMessage | DownloadsMessage | HealthMessage, from: NodeId) => void>();
   private readonly artifactsListeners = new Set<(message: ArtifactsMessage, from: NodeId) => void>();
   private readonly departed = new Map<string, number>();
   private knownMembers = new Set<string>();
+  /** What the last `stateChanged` showed, so the next one records what changed as node moments. */
+  private glance: PlaneGlance;
   private stopped = false;
 
   private constructor(
@@ -73,13 +80,20 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     core: NodeCore,
   ) {
     this.core = core;
+    this.glance = glanceOf(core.view());
     this.membership = new MembershipService({ plane: this, router, identity, name: options.name, trusted, log: options.log });
   }
 
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
     const log = options.log.child({ part: 'control' });
     const identity = await loadOrCreateIdentity(options.dataDir);
-    const store = await LogStore.open<LogRecord, ClusterState>(join(options.dataDir, 'log'), { log });
+    // A full disk is a moment once per spell (the store reports the change to degraded, not each refused write).
+    const onHealthChange = (health: LogHealth): void => {
+      if (health.level !== 'degraded') return;
+      const full = /\((ENOSPC|EDQUOT), during (\w+)\)/.exec(health.reason);
+      if (full) options.moments?.('disk-full', health.reason, { code: full[1] ?? null, during: full[2] ?? null });
+    };
+    const store = await LogStore.open<LogRecord, ClusterState>(join(options.dataDir, 'log'), { log, onHealthChange });
     const trusted = await TrustedClusters.load(options.dataDir);
     // The router's admission callbacks read the plane, which exists only once the router does.
     const holder: { plane: ControlPlane | null } = { plane: null };
@@ -119,14 +133,14 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     return this.router;
   }
 
-  /** Readings (resources, runners, downloads, artifacts) go out on the telemetry plane; last write wins per sender and type. */
-  publishTelemetry(message: ResourcesMessage | RunnersMessage | DownloadsMessage | ArtifactsMessage): void {
+  /** Readings (resources, runners, downloads, artifacts, health) go out on the telemetry plane; last write wins per sender and type. */
+  publishTelemetry(message: ResourcesMessage | RunnersMessage | DownloadsMessage | ArtifactsMessage | HealthMessage): void {
     const topics = this.topics;
     if (!topics) return;
     topics.telemetry.publish(message, { key: message.type }).catch((error: unknown) => this.options.log.debug({ err: error }, 'telemetry publish failed'));
   }
 
-  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage | DownloadsMessage, from: NodeId) => void): () => void {
+  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage | DownloadsMessage | HealthMessage, from: NodeId) => void): () => void {
     this.telemetryListeners.add(listener);
     return () => this.telemetryListeners.delete(listener);
   }
@@ -268,10 +282,14 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
         waiter?.(effect.result);
         return;
       }
-      case 'stateChanged':
+      case 'stateChanged': {
+        const glance = glanceOf(this.core.view());
+        for (const moment of planeMoments(this.nodeId, this.glance, glance)) this.options.moments?.(moment.kind, moment.text, moment.data);
+        this.glance = glance;
         this.syncClusterWiring();
         for (const listener of this.stateListeners) listener();
         return;
+      }
     }
   }
 
@@ -317,9 +335,9 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   // ---- NodeControl ----
 
   /** This node's own persistence health: degraded while its event log cannot be written (a full disk). */
-  health(): { level: 'ok' | 'degraded'; reasons: { text: string; remediation: string }[] } {
+  health(): { level: 'ok' | 'degraded'; reasons: { code: string; text: string; remediation: string }[] } {
     const store = this.store.health();
-    return store.level === 'ok' ? { level: 'ok', reasons: [] } : { level: 'degraded', reasons: [{ text: store.reason, remediation: store.remediation }] };
+    return store.level === 'ok' ? { level: 'ok', reasons: [] } : { level: 'degraded', reasons: [{ code: 'log-not-persisted', text: store.reason, remediation: store.remediation }] };
   }
 
   status(): StatusView {
@@ -419,6 +437,12 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
+}
+
+function glanceOf(view: CoreView): PlaneGlance {
+  const members: PlaneGlance['members'] = {};
+  for (const m of Object.values(liveMembers(view.state))) members[m.nodeId] = { name: m.name, status: m.status };
+  return { role: view.role, term: view.term, masterId: view.masterId, members };
 }
 
 function selfInfo(identity: Identity, name: string, router: Router): MemberInfo {

@@ -1,16 +1,18 @@
-// The node's readings on the telemetry plane: what it can offer placement (resources) and which runners
-// it has (routing). Published on a beat, kept last-write-wins per sender, never event-sourced.
+// The node's readings on the telemetry plane: what it can offer placement (resources), which runners
+// it has (routing) and its own health with its build (every member's `/state`). Published on a beat,
+// kept last-write-wins per sender, never event-sourced.
 
 import { readFile, statfs } from 'node:fs/promises';
 import { cpus, freemem, loadavg, totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../common/log.js';
-import { MAX_REPORTED_PEERS, MAX_REPORTED_RUNNERS, type DownloadReport, type DownloadsMessage, type ResourcesMessage, type RunnerReport, type RunnersMessage } from '../wire/telemetry.js';
+import { MAX_REPORTED_GPUS, MAX_REPORTED_PEERS, MAX_REPORTED_RUNNERS, type BuildReport, type DownloadReport, type GpuReading, type DownloadsMessage, type HealthMessage, type HealthReasonReport, type ResourcesMessage, type RunnerReport, type RunnersMessage } from '../wire/telemetry.js';
 import type { NodeDownloadsView } from '../api/control/control.js';
 import { DOWNLOADS_IDLE_INTERVAL_MS, DOWNLOADS_INTERVAL_MS, downloadsView } from './telemetry-downloads.js';
+import type { ReportedHealth } from './self-health.js';
 import type { NodeId } from '../common/ids.js';
 import type { ClusterState } from '../master/state/state.js';
-import type { ClusterNode } from '../placement/nodes.js';
+import { plannerGpus, type ClusterNode } from '../placement/nodes.js';
 
 /** How often resources go out (docs/DESIGN.md section 5's telemetry beat). */
 export const RESOURCES_INTERVAL_MS = 2_000;
@@ -19,12 +21,14 @@ export const RUNNERS_THROTTLE_MS = 200;
 export const RUNNERS_INTERVAL_MS = 2_000;
 /** A node's resources older than this count as unknown to placement (INFO_PENDING). */
 export const RESOURCES_STALE_MS = 10_000;
+/** How often a node's own health reasons and build go out (src/cluster/self-health.ts). */
+export const HEALTH_INTERVAL_MS = 2_000;
 
 export interface TelemetryPlane {
   readonly nodeId: NodeId;
   view(): { state: ClusterState };
-  publishTelemetry(message: ResourcesMessage | RunnersMessage | DownloadsMessage): void;
-  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage | DownloadsMessage, from: NodeId) => void): () => void;
+  publishTelemetry(message: ResourcesMessage | RunnersMessage | DownloadsMessage | HealthMessage): void;
+  onTelemetry(listener: (message: ResourcesMessage | RunnersMessage | DownloadsMessage | HealthMessage, from: NodeId) => void): () => void;
 }
 
 export interface NodeTelemetryOptions {
@@ -35,6 +39,10 @@ export interface NodeTelemetryOptions {
   memoryBudgetBytes: number | null;
   /** Backend tags this node offers. */
   backends: string[];
+  /** This node's GPUs now (src/worker/gpus.ts GpuMonitor.readings: cached, never waits on a tool). */
+  gpus: () => GpuReading[];
+  /** `--vram-budget`: the most placement may use on each GPU of this node; null or absent = its free VRAM. */
+  vramBudgetBytes?: number | null;
   memoryBandwidthBytesPerS: number | null;
   /** This node's runners now. */
   runners: () => RunnerReport[];
@@ -42,6 +50,10 @@ export interface NodeTelemetryOptions {
   peers: () => NodeId[];
   /** This node's downloads in progress and recently failed, as the wire carries them (telemetry-downloads.ts). */
   downloads: () => DownloadReport[];
+  /** The build this node runs (shoalVersion, shoalCommit): members on another one show a reason. */
+  build: BuildReport;
+  /** This node's own health reasons now (src/cluster/self-health-probe.ts). */
+  selfHealth: () => Promise<HealthReasonReport[]>;
 }
 
 interface Heard<T> {
@@ -88,6 +100,11 @@ export class NodeTelemetry implements AsyncDisposable {
   private readonly resources = new Map<NodeId, Heard<ResourcesMessage>>();
   private readonly runners = new Map<NodeId, Heard<RunnersMessage>>();
   private readonly downloads = new Map<NodeId, Heard<DownloadsMessage>>();
+  private readonly health = new Map<NodeId, Heard<HealthMessage>>();
+  /** This node's own reasons as last read (every HEALTH_INTERVAL_MS). */
+  private ownReasons: HealthReasonReport[] = [];
+  /** A self-health reading is running (publishHealth skips its beat until it ends). */
+  private healthReading = false;
   private lastDownloadsSent: { count: number; atMs: number } = { count: 0, atMs: -Infinity };
   private seq = 0;
   private timers: NodeJS.Timeout[] = [];
@@ -105,6 +122,7 @@ export class NodeTelemetry implements AsyncDisposable {
         this.runners.set(from, heard as Heard<RunnersMessage>);
         for (const listener of this.runnerListeners) listener();
       } else if (message.type === 'downloads') this.downloads.set(from, heard as Heard<DownloadsMessage>);
+      else if (message.type === 'health') this.health.set(from, heard as Heard<HealthMessage>);
     });
   }
 
@@ -118,6 +136,36 @@ export class NodeTelemetry implements AsyncDisposable {
     this.timers.push(setInterval(publishResources, RESOURCES_INTERVAL_MS));
     this.timers.push(setInterval(() => this.runnersChanged(), RUNNERS_INTERVAL_MS));
     this.timers.push(setInterval(() => this.publishDownloads(), DOWNLOADS_INTERVAL_MS));
+    this.publishHealth();
+    this.timers.push(setInterval(() => this.publishHealth(), HEALTH_INTERVAL_MS));
+  }
+
+  /** Reads this node's own reasons (kept for its own `/state`) and, in a cluster, tells the members with the build. */
+  private publishHealth(): void {
+    // One reading at a time: a statfs stuck on a hung models filesystem must not pile up beats that
+    // hold the libuv threadpool every other file operation of the node needs.
+    if (this.healthReading) return;
+    this.healthReading = true;
+    void this.options.selfHealth().finally(() => {
+      this.healthReading = false;
+    }).then((reasons) => {
+      this.ownReasons = reasons;
+      const clusterId = this.options.plane.view().state.clusterId;
+      if (clusterId === null) return;
+      this.options.plane.publishTelemetry({ type: 'health', clusterId, nodeId: this.options.plane.nodeId, seq: this.seq++, build: this.options.build, reasons });
+    }, (error: unknown) => this.options.log.warn({ err: error }, 'could not read this node\'s health'));
+  }
+
+  /** The build this node runs, as it tells the members. */
+  get build(): BuildReport {
+    return this.options.build;
+  }
+
+  /** What each member said of its own health and build as last heard (this node's as last read); absent when none was heard. */
+  reportedHealth(): Record<string, ReportedHealth> {
+    const out: Record<string, ReportedHealth> = { [this.options.plane.nodeId]: { build: this.options.build, reasons: this.ownReasons } };
+    for (const [nodeId, heard] of this.health) if (nodeId !== this.options.plane.nodeId) out[nodeId] = { build: heard.message.build, reasons: heard.message.reasons };
+    return out;
   }
 
   /**
@@ -154,12 +202,12 @@ export class NodeTelemetry implements AsyncDisposable {
     return () => this.runnerListeners.delete(listener);
   }
 
+  /** This node's resources, kept for its own `/state` even while it is in no cluster (then nothing is published). */
   private async readResources(): Promise<ResourcesMessage | null> {
     const state = this.options.plane.view().state;
-    if (state.clusterId === null) return null;
     const message = await this.selfResources(state);
     this.resources.set(this.options.plane.nodeId, { message, atMs: performance.now() });
-    return message;
+    return state.clusterId === null ? null : message;
   }
 
   private async selfResources(state: ClusterState): Promise<ResourcesMessage> {
@@ -183,7 +231,8 @@ export class NodeTelemetry implements AsyncDisposable {
         offerBytes: offerBytes(availableBytes, this.options.memoryBudgetBytes, committedBytes(state, this.options.plane.nodeId)),
       },
       cpu: { cores, loadPct: Math.min(100, Math.round(((loadavg()[0] ?? 0) / cores) * 100)) },
-      gpus: [],
+      gpus: this.options.gpus().slice(0, MAX_REPORTED_GPUS),
+      vramBudgetBytes: this.options.vramBudgetBytes ?? null,
       backends: this.options.backends,
       memoryBandwidthBytesPerS: this.options.memoryBandwidthBytesPerS,
       disk: { freeBytes: diskFree },
@@ -259,12 +308,12 @@ export class NodeTelemetry implements AsyncDisposable {
     const nodes: ClusterNode[] = [];
     const now = performance.now();
     // A node in no cluster yet plans over itself: placing founds a cluster of one.
-    if (state.members[self] === undefined) return [nodeFrom(await this.selfResources(state))];
+    if (state.members[self] === undefined) return [nodeFrom(await this.selfResources(state), state)];
     for (const member of Object.values(state.members)) {
       if (member.status !== 'active') continue;
       if (member.nodeId === self) {
         const mine = await this.selfResources(state);
-        nodes.push(nodeFrom(mine));
+        nodes.push(nodeFrom(mine, state));
         continue;
       }
       if (!connected(member.nodeId)) continue;
@@ -274,7 +323,7 @@ export class NodeTelemetry implements AsyncDisposable {
         continue;
       }
       // Up to one beat stale: an instance decided since their report is not yet taken off their offer.
-      nodes.push(nodeFrom(heard.message));
+      nodes.push(nodeFrom(heard.message, state));
     }
     return nodes;
   }
@@ -292,11 +341,24 @@ export class NodeTelemetry implements AsyncDisposable {
   }
 }
 
-function nodeFrom(message: ResourcesMessage): ClusterNode {
+/** VRAM the instances placed on `nodeId` are expected to take on its GPU `index` (their parts' device estimates). */
+export function committedVramBytes(state: ClusterState, nodeId: NodeId, index: number): number {
+  let total = 0;
+  for (const instance of Object.values(state.instances)) {
+    for (const placement of instance.placements) {
+      if (placement.nodeId !== nodeId) continue;
+      for (const device of placement.devices ?? []) if (device.index === index) total += device.estimatedBytes;
+    }
+  }
+  return total;
+}
+
+function nodeFrom(message: ResourcesMessage, state: ClusterState): ClusterNode {
   return {
     nodeId: message.nodeId,
     freeBytes: message.memory.offerBytes,
     backends: message.backends,
     ...(message.memoryBandwidthBytesPerS !== null ? { memoryBandwidthBytesPerS: message.memoryBandwidthBytesPerS } : {}),
+    gpus: plannerGpus(message.gpus, message.vramBudgetBytes ?? null, (index) => committedVramBytes(state, message.nodeId, index)),
   };
 }

@@ -16,6 +16,11 @@ export const ERROR_CODES = [
   'MODEL_FAILED',
   'QUEUE_FULL',
   'RUNNER_CRASHED',
+  /**
+   * The hang watchdog ended a request whose engine went silent (no event for the node's stall timeout,
+   * plus a prefill allowance before the first token); the engine is killed and restarted like a crash.
+   */
+  'RUNNER_STALLED',
   'RUNNER_STOPPED',
   /** The node or instance serving a request went away mid-request (node died, instance deleted, link lost). */
   'INSTANCE_LOST',

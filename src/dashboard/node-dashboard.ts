@@ -9,7 +9,7 @@ import { shoalVersion } from '../common/version.js';
 import { ClusterMetrics, type MetricsDataPlane } from '../metrics/cluster.js';
 import { MeteredDispatcher } from '../metrics/metered-dispatcher.js';
 import { peersOf } from '../metrics/nodes.js';
-import { createNodeMetrics, type NodeMetricsExport } from '../metrics/prometheus.js';
+import { createNodeMetrics, type NodeGpus, type NodeMetricsExport } from '../metrics/prometheus.js';
 import { prometheusRoute, seriesRoute } from '../metrics/routes.js';
 import { Sampler } from '../metrics/sampler.js';
 import { MAX_TTFTS_PER_SAMPLE } from '../metrics/series.js';
@@ -46,6 +46,8 @@ export interface NodeDashboardOptions {
   /** Default: SHOAL_DASHBOARD_DIR, else <repo>/dashboard/dist. */
   dashboardDir?: string;
   system?: SystemProbeOptions;
+  /** Every member's GPUs, for the per-GPU gauges of `/metrics` (none without it). */
+  gpus?: () => NodeGpus[];
 }
 
 export class NodeDashboard {
@@ -61,7 +63,7 @@ export class NodeDashboard {
   private constructor(private readonly options: NodeDashboardOptions) {
     const { log } = options;
     // The exporter reads the tracker's counters only when scraped, after both exist.
-    this.metrics = createNodeMetrics({ nodeId: options.nodeId, name: options.status().name, version: shoalVersion() }, () => this.tracker.counters());
+    this.metrics = createNodeMetrics({ nodeId: options.nodeId, name: options.status().name, version: shoalVersion() }, () => this.tracker.counters(), options.gpus);
     this.tracker = new RequestTracker({ maxTtftsPerTake: MAX_TTFTS_PER_SAMPLE, random: Math.random, observer: this.metrics.observer });
     this.sampler = new Sampler({ tracker: this.tracker, system: new SystemProbe(options.system) });
     this.sampler.onSample((sample) => this.metrics.updateFromSample(sample));

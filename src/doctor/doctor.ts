@@ -8,10 +8,13 @@ import {
   buildEngines,
   bundledSource,
   checkBuildTools,
+  chooseEngineCompute,
+  detectComputeFacts,
   engineBinaryPath,
   engineCacheDir,
   engineCacheRoot,
   ENGINE_NAMES,
+  findEngineBuild,
   probeEngine,
   readEngineManifest,
   type BuildProgress,
@@ -31,7 +34,7 @@ export interface DoctorOptions {
   fix?: boolean;
   /** Engine cache root (default engineCacheRoot()). */
   engineCacheRoot?: string;
-  /** Compute the engines are built for by --fix (default cpu). */
+  /** Compute the engines are built for by --fix (`--compute`; default: the one detected, chooseEngineCompute). */
   engineCompute?: EngineCompute;
   /** Compiler jobs for an engine build. */
   buildJobs?: number;
@@ -51,7 +54,8 @@ export async function inspectEngines(options: { cacheRoot?: string; signal?: Abo
   if (!source) {
     return { source: null, cacheRoot, cacheDir: null, compute: null, builtAt: null, buildSeconds: null, binaries: ENGINE_NAMES.map((name) => ({ name, path: null, built: false, runs: false, version: null, error: null })), buildTools: null };
   }
-  const cacheDir = engineCacheDir(cacheRoot, source.commit);
+  // The build a node would run (a GPU one first), else where a CPU build goes.
+  const cacheDir = (await findEngineBuild({ cacheRoot, commit: source.commit }))?.dir ?? engineCacheDir(cacheRoot, source.commit);
   const manifest = await readEngineManifest(cacheDir);
   const current = manifest && manifest.commit === source.commit ? manifest : null;
   const binaries = await Promise.all(
@@ -95,16 +99,31 @@ async function applyFixes(options: DoctorOptions, cacheRoot: string): Promise<{ 
   const engines = await inspectEngines({ cacheRoot, ...(options.signal ? { signal: options.signal } : {}) });
   if (engines.source) {
     const broken = engines.binaries.some((binary) => binary.built && !binary.runs);
-    const wantCompute = options.engineCompute ?? 'cpu';
-    const complete = engines.binaries.every((binary) => binary.built && binary.runs) && (options.engineCompute === undefined || engines.compute === wantCompute);
-    if (complete) {
+    const facts = await detectComputeFacts();
+    const choice = chooseEngineCompute(facts, options.engineCompute);
+    const wantCompute = choice.compute;
+    const refused = options.engineCompute !== undefined && choice.missing !== null;
+    if (choice.missing) {
+      const { compute, tools, installHint } = choice.missing;
+      failures.push({
+        id: 'fix.engines.compute',
+        level: refused ? 'error' : 'warn',
+        summary: refused ? `cannot build the engines for ${compute}: ${tools.join(', ')} missing` : `this GPU needs ${tools.join(', ')} for ${compute} engines: building for ${wantCompute}`,
+        remediation: `${installHint}, then run shoal doctor --fix again`,
+      });
+    }
+    const complete = engines.binaries.every((binary) => binary.built && binary.runs) && engines.compute === wantCompute;
+    if (refused) {
+      fixes.push({ id: 'engines', action: 'failed', summary: `not built for ${wantCompute}: the toolkit is missing` });
+    } else if (complete) {
       fixes.push({ id: 'engines', action: 'cached', summary: `llama-server and ggml-rpc-server are cached in ${engines.cacheDir}` });
     } else {
-      options.onFix?.(`building llama-server and ggml-rpc-server from llama.cpp ${engines.source.commit.slice(0, 8)} into ${engines.cacheDir}`);
+      options.onFix?.(`building llama-server and ggml-rpc-server for ${wantCompute} (${choice.reason}) from llama.cpp ${engines.source.commit.slice(0, 8)} into ${engineCacheDir(cacheRoot, engines.source.commit, wantCompute)}`);
       try {
         const result = await buildEngines({
           cacheRoot,
           compute: wantCompute,
+          ...(wantCompute === 'cuda' && facts.nvccPath !== null ? { cudaCompiler: facts.nvccPath } : {}),
           force: broken,
           ...(options.buildJobs !== undefined ? { jobs: options.buildJobs } : {}),
           ...(options.signal ? { signal: options.signal } : {}),

@@ -1,13 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   buildEngines,
   buildToolsInstallHint,
   bundledSource,
+  chooseEngineCompute,
   cmakeFlags,
   defaultBuildJobs,
   describeBuildLine,
@@ -20,6 +21,7 @@ import {
   overallPercent,
   parseBundleHead,
   parseCmakeProgress,
+  type ComputeFacts,
   type EngineManifest,
 } from './engines.js';
 
@@ -114,8 +116,8 @@ test('the install hint names apt-get on Linux and brew on macOS', () => {
   assert.equal(buildToolsInstallHint(['c++ compiler', 'cmake'], 'darwin'), 'xcode-select --install && brew install cmake');
 });
 
-async function fakeCacheEntry(root: string, manifest: Partial<EngineManifest> = {}): Promise<string> {
-  const dir = engineCacheDir(root, manifest.commit ?? COMMIT);
+async function fakeCacheEntry(root: string, manifest: Partial<EngineManifest> = {}, compute: EngineManifest['compute'] = 'cpu'): Promise<string> {
+  const dir = engineCacheDir(root, manifest.commit ?? COMMIT, compute);
   await mkdir(join(dir, 'bin'), { recursive: true });
   for (const name of ['llama-server', 'ggml-rpc-server']) {
     await writeFile(join(dir, 'bin', name), '#!/bin/sh\necho "version: 1 (80fb11ac)" >&2\n');
@@ -143,6 +145,12 @@ test('findEngine returns the cached binary for the pinned commit, null otherwise
     assert.equal(await findEngine('ggml-rpc-server', { cacheRoot: root, commit: COMMIT }), join(dir, 'bin', 'ggml-rpc-server'));
     assert.equal(await findEngine('llama-server', { cacheRoot: root, commit: OTHER }), null, 'another pin has no build');
     assert.equal((await findEngineBuild({ cacheRoot: root, commit: COMMIT }))?.manifest.buildSeconds, 300);
+    // The compute the engines were built for is what the node advertises them as; CPU when not recorded.
+    const { compute: _compute, ...unrecorded } = JSON.parse(await readFile(manifestPath(dir), 'utf8')) as EngineManifest;
+    await writeFile(manifestPath(dir), JSON.stringify({ ...unrecorded, compute: 'cuda' }));
+    assert.equal((await findEngineBuild({ cacheRoot: root, commit: COMMIT }))?.manifest.compute, 'cuda');
+    await writeFile(manifestPath(dir), JSON.stringify(unrecorded));
+    assert.equal((await findEngineBuild({ cacheRoot: root, commit: COMMIT }))?.manifest.compute, 'cpu');
 
     await chmod(join(dir, 'bin', 'ggml-rpc-server'), 0o644);
     assert.equal(await findEngine('ggml-rpc-server', { cacheRoot: root, commit: COMMIT }), null, 'not executable');
@@ -222,4 +230,60 @@ test('the bundle commit bundledSource reads is what git reads', (t) => {
     return t.skip('git is not installed');
   }
   assert.ok(heads.includes(`${source.commit} HEAD`), heads);
+});
+
+// A Linux machine with no GPU and no toolkit; each case adds what it has.
+const BARE: ComputeFacts = { platform: 'linux', nvidiaGpu: false, renderNode: false, nvccPath: null, glslc: false, vulkanHeaders: false };
+
+test('doctor --fix builds for the compute it detects, and says what a GPU it cannot use needs', () => {
+  assert.deepEqual(chooseEngineCompute(BARE), { compute: 'cpu', reason: 'no GPU detected', missing: null });
+  const cuda = chooseEngineCompute({ ...BARE, nvidiaGpu: true, nvccPath: '/usr/local/cuda/bin/nvcc' });
+  assert.equal(cuda.compute, 'cuda');
+  assert.equal(cuda.missing, null);
+  assert.ok(cmakeFlags(cuda.compute).includes('-DGGML_CUDA=ON'));
+  const vulkan = chooseEngineCompute({ ...BARE, renderNode: true, glslc: true, vulkanHeaders: true });
+  assert.equal(vulkan.compute, 'vulkan');
+  assert.ok(cmakeFlags(vulkan.compute).includes('-DGGML_VULKAN=ON'));
+  assert.equal(chooseEngineCompute({ ...BARE, platform: 'darwin' }).compute, 'metal');
+
+  // An NVIDIA GPU without nvcc: a CPU build, and the toolkit's install line.
+  const noToolkit = chooseEngineCompute({ ...BARE, nvidiaGpu: true });
+  assert.equal(noToolkit.compute, 'cpu');
+  assert.deepEqual(noToolkit.missing, { compute: 'cuda', tools: ['nvcc (the CUDA toolkit)'], installHint: 'sudo apt-get install -y nvidia-cuda-toolkit' });
+  // ... but with the Vulkan SDK, Vulkan drives it, still naming what CUDA would need.
+  const viaVulkan = chooseEngineCompute({ ...BARE, nvidiaGpu: true, glslc: true, vulkanHeaders: true });
+  assert.equal(viaVulkan.compute, 'vulkan');
+  assert.equal(viaVulkan.missing?.compute, 'cuda');
+  // A GPU with half the Vulkan SDK: CPU, naming the missing half.
+  const halfVulkan = chooseEngineCompute({ ...BARE, renderNode: true, glslc: true });
+  assert.equal(halfVulkan.compute, 'cpu');
+  assert.deepEqual(halfVulkan.missing, { compute: 'vulkan', tools: ['the Vulkan headers'], installHint: 'sudo apt-get install -y glslc libvulkan-dev' });
+});
+
+test('--compute forces the build, and a forced compute that cannot build says so', () => {
+  assert.deepEqual(chooseEngineCompute({ ...BARE, nvidiaGpu: true, nvccPath: 'nvcc' }, 'cpu'), { compute: 'cpu', reason: 'asked for with --compute', missing: null });
+  assert.deepEqual(chooseEngineCompute(BARE, 'cuda').missing?.installHint, 'sudo apt-get install -y nvidia-cuda-toolkit');
+  assert.deepEqual(chooseEngineCompute(BARE, 'vulkan').missing?.tools, ['glslc', 'the Vulkan headers']);
+  assert.equal(chooseEngineCompute(BARE, 'metal').missing?.compute, 'metal');
+  assert.equal(chooseEngineCompute({ ...BARE, nvccPath: 'nvcc' }, 'cuda').missing, null);
+});
+
+test('builds are cached per commit and compute; a node runs its GPU build first', async () => {
+  assert.equal(engineCacheDir('/c', COMMIT, 'cpu'), `/c/${COMMIT}`);
+  assert.equal(engineCacheDir('/c', COMMIT, 'cuda'), `/c/${COMMIT}-cuda`);
+  const root = await mkdtemp(join(tmpdir(), 'shoal-engines-compute-'));
+  try {
+    const cpuDir = await fakeCacheEntry(root);
+    assert.equal((await findEngineBuild({ cacheRoot: root, commit: COMMIT }))?.dir, cpuDir);
+    const cudaDir = await fakeCacheEntry(root, { compute: 'cuda', cmakeFlags: cmakeFlags('cuda') }, 'cuda');
+    assert.equal((await findEngineBuild({ cacheRoot: root, commit: COMMIT }))?.manifest.compute, 'cuda');
+    assert.equal(await findEngine('llama-server', { cacheRoot: root, commit: COMMIT }), join(cudaDir, 'bin', 'llama-server'));
+    assert.equal((await findEngineBuild({ cacheRoot: root, commit: COMMIT, compute: 'cpu' }))?.dir, cpuDir, 'the CPU build is still there');
+    // Asking for the cached compute builds nothing.
+    const cached = await buildEngines({ cacheRoot: root, compute: 'cuda', source: { commit: COMMIT, tag: null, bundlePath: '/nonexistent.bundle' } });
+    assert.equal(cached.cached, true);
+    assert.equal(cached.dir, cudaDir);
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
 });

@@ -1,12 +1,12 @@
 // The managed llama.cpp engines (`llama-server` and `ggml-rpc-server`), built from the llama.cpp
 // source that node-llama-cpp ships as a git bundle, pinned to that bundle's commit. A build is cached
-// by commit under $SHOAL_ENGINE_CACHE, else $XDG_CACHE_HOME/shoal/engines, else
-// ~/.cache/shoal/engines: `<root>/<commit>/bin/<engine>` plus `manifest.json`. It is assembled in a
+// by commit and compute under $SHOAL_ENGINE_CACHE, else $XDG_CACHE_HOME/shoal/engines, else
+// ~/.cache/shoal/engines: `<root>/<commit>[-<compute>]/bin/<engine>` plus `manifest.json`. It is assembled in a
 // temporary directory beside the cache entry and renamed into place, so a reader sees a whole build
 // or none.
 
 import { spawn } from 'node:child_process';
-import { createWriteStream, existsSync, openSync, readSync, closeSync, readFileSync } from 'node:fs';
+import { createWriteStream, existsSync, openSync, readSync, closeSync, readFileSync, readdirSync } from 'node:fs';
 import { access, chmod, constants, copyFile, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, homedir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -39,7 +39,8 @@ export interface EngineSource {
 
 export const EngineManifest = z.strictObject({
   commit: z.string().regex(/^[0-9a-f]{40}$/),
-  compute: z.enum(ENGINE_COMPUTES),
+  /** What the engines were built for (the node advertises `llama_server-<compute>`, `rpc-<compute>`); CPU when a manifest does not say. */
+  compute: z.enum(ENGINE_COMPUTES).default('cpu'),
   engines: z.array(z.enum(ENGINE_NAMES)),
   cmakeFlags: z.array(z.string()),
   builtAt: z.string(),
@@ -57,11 +58,17 @@ export function engineCacheRoot(env: NodeJS.ProcessEnv = process.env, home: stri
   return join(resolve(xdg), 'shoal', 'engines');
 }
 
-/** The cache entry for one pinned commit. */
-export function engineCacheDir(root: string, commit: string): string {
+/**
+ * The cache entry for one pinned commit and compute: `<commit>` for the CPU (the layout before GPU
+ * builds), `<commit>-<compute>` for a GPU one, so building for one compute never replaces another's.
+ */
+export function engineCacheDir(root: string, commit: string, compute: EngineCompute = 'cpu'): string {
   if (!/^[0-9a-f]{40}$/.test(commit)) throw new Error(`not a full git commit id: "${commit}"`);
-  return join(root, commit);
+  return join(root, compute === 'cpu' ? commit : `${commit}-${compute}`);
 }
+
+/** The order findEngineBuild looks in: a GPU build runs CPU parts too, so it wins over the CPU one. */
+const LOOKUP_ORDER: readonly EngineCompute[] = ['cuda', 'vulkan', 'metal', 'cpu'];
 
 export function engineBinaryPath(cacheDir: string, name: EngineName, platform: NodeJS.Platform = process.platform): string {
   return join(cacheDir, 'bin', platform === 'win32' ? `${name}.exe` : name);
@@ -236,6 +243,8 @@ export interface EngineLookupOptions {
   cacheRoot?: string;
   /** Pinned commit (default: the bundled source's). */
   commit?: string;
+  /** Only the build for this compute (default: the first found of cuda, vulkan, metal, cpu). */
+  compute?: EngineCompute;
 }
 
 export async function readEngineManifest(cacheDir: string): Promise<EngineManifest | null> {
@@ -247,14 +256,16 @@ export async function readEngineManifest(cacheDir: string): Promise<EngineManife
   }
 }
 
-/** The cache entry for the pinned commit, when one is complete; null otherwise. */
+/** The cache entry for the pinned commit (a GPU build first, see LOOKUP_ORDER), when one is complete; null otherwise. */
 export async function findEngineBuild(options: EngineLookupOptions = {}): Promise<{ dir: string; manifest: EngineManifest } | null> {
   const commit = options.commit ?? bundledSource()?.commit;
   if (!commit) return null;
-  const dir = engineCacheDir(options.cacheRoot ?? engineCacheRoot(), commit);
-  const manifest = await readEngineManifest(dir);
-  if (!manifest || manifest.commit !== commit) return null;
-  return { dir, manifest };
+  for (const compute of options.compute !== undefined ? [options.compute] : LOOKUP_ORDER) {
+    const dir = engineCacheDir(options.cacheRoot ?? engineCacheRoot(), commit, compute);
+    const manifest = await readEngineManifest(dir);
+    if (manifest && manifest.commit === commit) return { dir, manifest };
+  }
+  return null;
 }
 
 /** The cached, executable binary of `name` for the pinned commit, or null when it is not built. */
@@ -341,12 +352,101 @@ export async function checkBuildTools(): Promise<BuildToolsCheck> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The compute to build for
+
+/** What `doctor --fix` looks at to pick the engines' compute (detectComputeFacts; injected in tests). */
+export interface ComputeFacts {
+  platform: NodeJS.Platform;
+  /** An NVIDIA GPU: `/dev/nvidia0`. */
+  nvidiaGpu: boolean;
+  /** A DRM render node (`/dev/dri/renderD*`): a GPU Vulkan may drive. */
+  renderNode: boolean;
+  /** The CUDA compiler: `nvcc` on PATH, else `/usr/local/cuda/bin/nvcc`; null when neither. */
+  nvccPath: string | null;
+  /** `glslc`, which the Vulkan build compiles its shaders with. */
+  glslc: boolean;
+  /** The Vulkan headers (`vulkan/vulkan.h` under /usr/include or $VULKAN_SDK/include). */
+  vulkanHeaders: boolean;
+}
+
+export interface ComputeChoice {
+  compute: EngineCompute;
+  /** Why this compute, for the fix line. */
+  reason: string;
+  /** A GPU this build will not use, or a forced compute that cannot build: what is missing and its install line. */
+  missing: { compute: EngineCompute; tools: string[]; installHint: string } | null;
+}
+
+function cudaMissing(facts: ComputeFacts): string[] {
+  return facts.nvccPath === null ? ['nvcc (the CUDA toolkit)'] : [];
+}
+
+function vulkanMissing(facts: ComputeFacts): string[] {
+  return [...(facts.glslc ? [] : ['glslc']), ...(facts.vulkanHeaders ? [] : ['the Vulkan headers'])];
+}
+
+const TOOLKIT_INSTALL: Record<'cuda' | 'vulkan', string> = {
+  cuda: 'sudo apt-get install -y nvidia-cuda-toolkit',
+  vulkan: 'sudo apt-get install -y glslc libvulkan-dev',
+};
+
+function missingFor(compute: EngineCompute, facts: ComputeFacts): ComputeChoice['missing'] {
+  if (compute === 'cuda' || compute === 'vulkan') {
+    const tools = compute === 'cuda' ? cudaMissing(facts) : vulkanMissing(facts);
+    return tools.length > 0 ? { compute, tools, installHint: TOOLKIT_INSTALL[compute] } : null;
+  }
+  if (compute === 'metal' && facts.platform !== 'darwin') return { compute, tools: ['macOS'], installHint: 'build for metal on a Mac; here use --compute cpu, cuda or vulkan' };
+  return null;
+}
+
+/**
+ * The compute `doctor --fix` builds the engines for: `forced` (`--compute`) as given; else Metal on macOS,
+ * CUDA for an NVIDIA GPU with its toolkit, Vulkan for a GPU with glslc and the Vulkan headers, else the
+ * CPU. A GPU whose toolkit is missing gets a CPU build and a `missing` note naming the toolkit and the
+ * command that installs it; a forced compute that cannot build gets `missing` too (the build is refused).
+ */
+export function chooseEngineCompute(facts: ComputeFacts, forced?: EngineCompute): ComputeChoice {
+  if (forced !== undefined) return { compute: forced, reason: 'asked for with --compute', missing: missingFor(forced, facts) };
+  if (facts.platform === 'darwin') return { compute: 'metal', reason: 'macOS: Metal', missing: null };
+  if (facts.nvidiaGpu && facts.nvccPath !== null) return { compute: 'cuda', reason: `an NVIDIA GPU and the CUDA toolkit (${facts.nvccPath})`, missing: null };
+  if ((facts.nvidiaGpu || facts.renderNode) && vulkanMissing(facts).length === 0) {
+    return { compute: 'vulkan', reason: 'a GPU and the Vulkan SDK (glslc, headers)', missing: facts.nvidiaGpu ? missingFor('cuda', facts) : null };
+  }
+  if (facts.nvidiaGpu) return { compute: 'cpu', reason: 'an NVIDIA GPU without the CUDA toolkit', missing: missingFor('cuda', facts) };
+  if (facts.renderNode) return { compute: 'cpu', reason: 'a GPU without the Vulkan SDK', missing: missingFor('vulkan', facts) };
+  return { compute: 'cpu', reason: 'no GPU detected', missing: null };
+}
+
+/** Reads ComputeFacts from this machine: device nodes, PATH and the usual toolkit locations. */
+export async function detectComputeFacts(env: NodeJS.ProcessEnv = process.env): Promise<ComputeFacts> {
+  const [nvccOnPath, glslc] = await Promise.all([hasCommand('nvcc'), hasCommand('glslc')]);
+  const localNvcc = '/usr/local/cuda/bin/nvcc';
+  let renderNode: boolean;
+  try {
+    renderNode = readdirSync('/dev/dri').some((name) => name.startsWith('renderD'));
+  } catch {
+    renderNode = false; // no /dev/dri: no GPU a render node would show
+  }
+  const headerDirs = ['/usr/include', ...(env.VULKAN_SDK ? [join(env.VULKAN_SDK, 'include')] : [])];
+  return {
+    platform: process.platform,
+    nvidiaGpu: existsSync('/dev/nvidia0'),
+    renderNode,
+    nvccPath: nvccOnPath ? 'nvcc' : existsSync(localNvcc) ? localNvcc : null,
+    glslc,
+    vulkanHeaders: headerDirs.some((dir) => existsSync(join(dir, 'vulkan', 'vulkan.h'))),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
 // The build
 
 export interface BuildEnginesOptions {
   cacheRoot?: string;
   source?: EngineSource;
   compute?: EngineCompute;
+  /** The CUDA compiler when it is not on PATH (`-DCMAKE_CUDA_COMPILER`; ComputeFacts.nvccPath). */
+  cudaCompiler?: string;
   /** Compiler jobs (default defaultBuildJobs()). */
   jobs?: number;
   /** Rebuild even when the cache holds a build for this commit. */
@@ -383,7 +483,7 @@ export async function buildEngines(options: BuildEnginesOptions = {}): Promise<B
   }
   const compute = options.compute ?? 'cpu';
   const root = options.cacheRoot ?? engineCacheRoot();
-  const dir = engineCacheDir(root, source.commit);
+  const dir = engineCacheDir(root, source.commit, compute);
 
   if (!options.force) {
     const existing = await readEngineManifest(dir);
@@ -442,7 +542,7 @@ export async function buildEngines(options: BuildEnginesOptions = {}): Promise<B
     await step('clone', 'git', ['clone', '--quiet', source.bundlePath, src], tmp);
     await step('clone', 'git', ['-C', src, 'checkout', '--quiet', '--detach', source.commit], tmp);
     report('configure', 0, 'configuring (cmake)');
-    const flags = cmakeFlags(compute);
+    const flags = [...cmakeFlags(compute), ...(compute === 'cuda' && options.cudaCompiler !== undefined && options.cudaCompiler !== 'nvcc' ? [`-DCMAKE_CUDA_COMPILER=${options.cudaCompiler}`] : [])];
     await step('configure', 'cmake', ['-S', src, '-B', build, ...flags], tmp);
     report('build', 0, 'compiling');
     const jobs = options.jobs ?? defaultBuildJobs();

@@ -108,9 +108,10 @@ function devicePresence(): Pick<GpuInfo, 'nvidiaDevicePresent' | 'renderNodePres
 /**
  * Loads node-llama-cpp's prebuilt binary the way a runner would (never building, never downloading)
  * and reads what GPU it got. A forced GPU type is only tried when node-llama-cpp lists it as supported
- * here; otherwise the load falls back to auto so the CPU backend is still checked.
+ * here; otherwise the load falls back to auto so the CPU backend is still checked. The node's GPU
+ * detection (src/worker/gpus.ts) asks the same, so the node and the doctor derive the same backends.
  */
-async function detectLlamaCpp(request: GpuRequest, maxThreads: number): Promise<{ gpu: GpuInfo; llamaCpp: HardwareInfo['llamaCpp'] }> {
+export async function detectLlamaCpp(request: GpuRequest, maxThreads: number): Promise<{ gpu: GpuInfo; llamaCpp: HardwareInfo['llamaCpp'] }> {
   const gpu: GpuInfo = { supportedTypes: [], active: null, devices: [], vram: null, unifiedMemoryBytes: 0, ...devicePresence() };
   let mod: typeof import('node-llama-cpp');
   try {

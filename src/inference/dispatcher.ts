@@ -8,6 +8,9 @@ import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../wire/telemetry.js';
 import type { InstanceStatus, Worker } from '../worker/worker.js';
 import { chooseRoute, type RouteCandidate } from './routing.js';
+import { traceServing } from '../tracing/serving.js';
+import type { RequestTrace } from '../tracing/spans.js';
+import type { TraceLookup } from '../tracing/tracer.js';
 
 /** What a node's default model offers when another node serves it (it is not in cluster state). */
 const DEFAULT_CAPABILITIES: ModelCapability[] = ['chat', 'completion', 'embeddings', 'tools'];
@@ -20,8 +23,22 @@ export interface ClusterDispatcherOptions {
   /** Another node's runners as last reported, or null. */
   runnersOf: (nodeId: NodeId) => { runners: RunnerReport[] } | null;
   connected: (nodeId: NodeId) => boolean;
-  /** Streams a task from a runner on another node over the data plane (typed errors, INSTANCE_LOST). */
-  remote: (nodeId: NodeId, instanceId: InstanceId, task: RunnerTask, signal: AbortSignal) => AsyncIterable<TaskEvent>;
+  /** Streams a task from a runner on another node over the data plane (typed errors, INSTANCE_LOST); `trace` when the request is traced. */
+  remote: (nodeId: NodeId, instanceId: InstanceId, task: RunnerTask, signal: AbortSignal, trace?: RequestTrace) => AsyncIterable<TaskEvent>;
+  /** The traced request being dispatched, if any: it gets the `route` span and, on the local path, the serving spans. */
+  tracing?: TraceLookup;
+  /** Sees each routed task with the instance chosen for it and passes its events on (performance envelopes). */
+  observe?: (served: ServingInstance, task: RunnerTask, signal: AbortSignal, events: AsyncIterable<TaskEvent>) => AsyncIterable<TaskEvent>;
+}
+
+/** The instance a task was routed to, as the dispatcher knew it then. */
+export interface ServingInstance {
+  nodeId: NodeId;
+  instanceId: InstanceId;
+  modelId: string;
+  backend: string;
+  /** Its requests in flight and queued before this one: live for this node's runners, the last report for another's. */
+  load: number;
 }
 
 function capabilityFor(task: RunnerTask): ModelCapability {
@@ -140,6 +157,19 @@ export class ClusterDispatcher implements Dispatcher {
   }
 
   run(task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent> {
+    // Decided when the request arrived (tracing/tracer.ts); an untraced one takes no other path.
+    const trace = this.options.tracing?.current();
+    if (trace === undefined) return this.dispatch(task, signal);
+    const span = trace.spans.start('route', trace.rootId, { model: task.model });
+    try {
+      return this.dispatch(task, signal, trace, span);
+    } catch (error) {
+      trace.spans.end(span, { error: error instanceof ShoalError ? error.code : 'INTERNAL' });
+      throw error;
+    }
+  }
+
+  private dispatch(task: RunnerTask, signal: AbortSignal, trace?: RequestTrace, routeSpan: string | null = null): AsyncIterable<TaskEvent> {
     const candidates = this.candidates(task.model);
     const choice = chooseRoute(candidates);
     if (choice.kind === 'none') {
@@ -171,15 +201,24 @@ export class ClusterDispatcher implements Dispatcher {
     if (!capabilities.includes(needed)) {
       throw new ShoalError('CAPABILITY_MISSING', `model '${task.model}' does not support ${needed}; its capabilities are ${capabilities.join(', ')}`, { param: 'model' });
     }
-    if (local?.runner.run) return local.runner.run(task, signal);
-    return this.tracked(target, task, signal);
+    trace?.spans.end(routeSpan, { target: target.local ? 'local' : target.nodeId, instanceId: target.instanceId });
+    const events = local?.runner.run ? this.runLocal(local.runner.run.bind(local.runner), task, signal, trace) : this.tracked(target, task, signal, trace);
+    if (this.options.observe === undefined) return events;
+    const backend = local?.backend ?? this.options.state().instances[target.instanceId]?.placements.find((p) => p.nodeId === target.nodeId)?.backend ?? 'unknown';
+    return this.options.observe({ nodeId: target.nodeId, instanceId: target.instanceId, modelId: target.modelId, backend, load: target.load }, task, signal, events);
   }
 
-  private async *tracked(target: RouteCandidate, task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent> {
+  /** This node's own runner; a traced request gets its serving spans here, under the request's root. */
+  private runLocal(run: (task: RunnerTask, signal: AbortSignal) => AsyncIterable<TaskEvent>, task: RunnerTask, signal: AbortSignal, trace?: RequestTrace): AsyncIterable<TaskEvent> {
+    const events = run(task, signal);
+    return trace === undefined ? events : traceServing(events, trace.spans, trace.rootId);
+  }
+
+  private async *tracked(target: RouteCandidate, task: RunnerTask, signal: AbortSignal, trace?: RequestTrace): AsyncIterable<TaskEvent> {
     const key = `${target.nodeId}/${target.instanceId}`;
     this.sentOpen.set(key, (this.sentOpen.get(key) ?? 0) + 1);
     try {
-      yield* this.options.remote(target.nodeId, target.instanceId, task, signal);
+      yield* this.options.remote(target.nodeId, target.instanceId, task, signal, trace);
     } finally {
       const left = (this.sentOpen.get(key) ?? 1) - 1;
       if (left <= 0) this.sentOpen.delete(key);

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { InstanceId } from '../common/ids.js';
 import { MAX_EMBEDDING_INPUTS, RunnerTask, TaskEvent } from '../wire/task.js';
+import { Span } from '../wire/diagnostics.js';
+import { MAX_SERVING_SPANS } from '../tracing/spans.js';
 
 /**
  * `/shoal/infer/1`: one inference request per data-plane stream (docs/DESIGN.md section 6).
@@ -9,7 +11,8 @@ import { MAX_EMBEDDING_INPUTS, RunnerTask, TaskEvent } from '../wire/task.js';
  * Server -> client: `event` frames in the order the runner produced them (an embeddings event too
  * big for one frame travels as `vectors` frames followed by the `embeddings` event carrying the
  * rest), `keepalive` frames while nothing else is sent, then the end of the stream; or an `error`
- * frame (a ShoalError's fields) and the end of the stream.
+ * frame (a ShoalError's fields) and the end of the stream. A traced run frame (`trace`) makes the
+ * final frame (the `end` event's, or the error) carry the serving node's spans (`ServingTrace`).
  *
  * A request is complete only when its `end` event has arrived: a stream that ends before it means the
  * serving node went away (a stopping node may close its streams cleanly rather than reset them).
@@ -42,14 +45,32 @@ const VECTORS_FRAME_OVERHEAD_BYTES = 1024;
 const MAX_NUMBER_BYTES = 9;
 const MAX_ARRAY_HEADER_BYTES = 5;
 
+/** A traced request's context (issue #18): the serving node records its spans under `parentId` (the caller's data-plane span). */
+export const TraceContext = z.strictObject({ traceId: z.string().min(1).max(32), parentId: z.string().min(1).max(32) });
+export type TraceContext = z.infer<typeof TraceContext>;
+
 export const RunFrame = z.strictObject({
   type: z.literal('run'),
   instanceId: InstanceId,
   task: RunnerTask,
+  /** Present only when the caller traces this request; the serving node then reports its spans. */
+  trace: TraceContext.optional(),
 });
 export type RunFrame = z.infer<typeof RunFrame>;
 
-export const EventFrame = z.strictObject({ type: z.literal('event'), event: TaskEvent });
+/**
+ * A traced request's spans from the serving node, with its final frame (the `end` event, or the
+ * error): at most MAX_SERVING_SPANS, on the serving node's clock, bracketed by when it took the run
+ * frame and when it sent this one, from which the caller estimates the clock offset (tracing/spans.ts).
+ */
+export const ServingTrace = z.strictObject({
+  spans: z.array(Span).max(MAX_SERVING_SPANS),
+  receivedAtMs: z.number(),
+  sentAtMs: z.number(),
+});
+export type ServingTrace = z.infer<typeof ServingTrace>;
+
+export const EventFrame = z.strictObject({ type: z.literal('event'), event: TaskEvent, trace: ServingTrace.optional() });
 export const VectorsFrame = z.strictObject({
   type: z.literal('vectors'),
   vectors: z.array(z.array(z.number())).min(1).max(MAX_EMBEDDING_INPUTS),
@@ -60,6 +81,7 @@ export const ErrorFrame = z.strictObject({
   code: z.string().min(1).max(64),
   message: z.string().max(MAX_ERROR_MESSAGE_CHARS),
   param: z.string().max(MAX_ERROR_PARAM_CHARS).nullable(),
+  trace: ServingTrace.optional(),
 });
 export const KeepaliveFrame = z.strictObject({ type: z.literal('keepalive') });
 

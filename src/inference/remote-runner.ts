@@ -22,7 +22,11 @@ import {
   ServerFrame,
   framesForEvent,
   type RunFrame as RunFrameType,
+  type ServingTrace,
 } from './protocol.js';
+import { traceServing } from '../tracing/serving.js';
+import { MAX_SERVING_SPANS, SpanSet, type RequestTrace } from '../tracing/spans.js';
+import { spanClock } from '../tracing/tracer.js';
 
 /**
  * Runs a task on an instance of this node for a remote caller. Throwing a ShoalError (synchronously
@@ -39,7 +43,7 @@ export interface ServeInferenceOptions {
 /** Registers the `/shoal/infer/1` handler. Every node calls it: it also sets the outbound stream limit. */
 export async function serveInference(router: Router, resolve: InferenceResolver, options: ServeInferenceOptions = {}): Promise<void> {
   const keepaliveIntervalMs = options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_INTERVAL_MS;
-  await router.handleStream<unknown>(INFER_PROTOCOL, (channel, ctx) => serveOne(channel, ctx, resolve, keepaliveIntervalMs), {
+  await router.handleStream<unknown>(INFER_PROTOCOL, (channel, ctx) => serveOne(channel, ctx, resolve, keepaliveIntervalMs, router.nodeId), {
     maxMessageBytes: INFER_MAX_MESSAGE_BYTES,
     maxInboundStreams: INFER_MAX_STREAMS_PER_CONNECTION,
     maxOutboundStreams: INFER_MAX_STREAMS_PER_CONNECTION,
@@ -97,7 +101,7 @@ class RequestWriter {
   }
 }
 
-async function serveOne(channel: FrameChannel<unknown>, ctx: RequestContext, resolve: InferenceResolver, keepaliveIntervalMs: number): Promise<void> {
+async function serveOne(channel: FrameChannel<unknown>, ctx: RequestContext, resolve: InferenceResolver, keepaliveIntervalMs: number, selfId: string): Promise<void> {
   const raw = await channel.next({ signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(RUN_FRAME_TIMEOUT_MS)]) });
   if (raw === undefined) return;
   const parsed = RunFrame.safeParse(raw);
@@ -106,6 +110,10 @@ async function serveOne(channel: FrameChannel<unknown>, ctx: RequestContext, res
     return;
   }
   const request: RunFrameType = parsed.data;
+  // A traced caller gets this node's spans back with the final frame (protocol.ts, ServingTrace).
+  const receivedAtMs = spanClock.now();
+  const spans = request.trace === undefined ? null : new SpanSet(request.trace.traceId, selfId, spanClock, MAX_SERVING_SPANS);
+  const report = (): ServingTrace | undefined => (spans === null ? undefined : { spans: spans.all(), receivedAtMs, sentAtMs: spanClock.now() });
 
   // The runner is cancelled when the client aborts, disconnects, or sends anything after its run frame.
   const cancel = new AbortController();
@@ -124,20 +132,23 @@ async function serveOne(channel: FrameChannel<unknown>, ctx: RequestContext, res
   const writer = new RequestWriter(channel, keepaliveIntervalMs);
   let completed = false;
   try {
-    const events = resolve(request.instanceId, request.task, cancel.signal);
+    const resolved = resolve(request.instanceId, request.task, cancel.signal);
+    const events = spans === null ? resolved : traceServing(resolved, spans, request.trace?.parentId ?? null);
     for await (const event of events) {
       if (cancel.signal.aborted) break;
       const frames = framesForEvent(event);
       if (frames === null) {
         throw new ShoalError('PAYLOAD_TOO_LARGE', `one embedding vector is over the ${INFER_MAX_MESSAGE_BYTES}-byte frame limit of ${INFER_PROTOCOL}`);
       }
+      const last = frames[frames.length - 1];
+      if (spans !== null && event.type === 'end' && last?.type === 'event') frames[frames.length - 1] = { ...last, trace: report() };
       for (const frame of frames) await writer.send(frame);
     }
     completed = !cancel.signal.aborted;
   } catch (error) {
     // The client is gone: there is nobody to tell.
     if (channel.signal.aborted || cancel.signal.aborted) return;
-    await writer.send(errorFrame(toShoalError(error)));
+    await writer.send(errorFrame(toShoalError(error), report()));
     completed = true;
   } finally {
     writer.stop();
@@ -147,12 +158,13 @@ async function serveOne(channel: FrameChannel<unknown>, ctx: RequestContext, res
   }
 }
 
-function errorFrame(error: ShoalError): ServerFrame {
+function errorFrame(error: ShoalError, trace?: ServingTrace): ServerFrame {
   return {
     type: 'error',
     code: error.code,
     message: error.message.slice(0, MAX_ERROR_MESSAGE_CHARS),
     param: error.param === null ? null : error.param.slice(0, MAX_ERROR_PARAM_CHARS),
+    ...(trace === undefined ? {} : { trace }),
   };
 }
 
@@ -161,6 +173,8 @@ export interface RunRemoteOptions {
   silenceTimeoutMs?: number;
   /** Connecting and opening the stream. Default 2000 ms. */
   openTimeoutMs?: number;
+  /** The traced request this call is part of: it gets the `data-plane` span and the serving node's spans. */
+  trace?: RequestTrace;
 }
 
 /**
@@ -186,6 +200,13 @@ export async function* runRemote(
     if (peer === nodeId) lost.abort(new ShoalError('INSTANCE_LOST', `the connection to node ${nodeId} was lost while it ran the request on ${where}`));
   });
   const wait = AbortSignal.any([signal, lost.signal]);
+  const trace = options.trace;
+  const span = trace?.spans.start('data-plane', trace.rootId, { node: nodeId, instanceId }) ?? null;
+  let sentMs = 0;
+  // The serving node's report, on the final frame, moved onto this node's clock.
+  const adopt = (frame: { trace?: ServingTrace | undefined }): void => {
+    if (trace !== undefined && frame.trace !== undefined) trace.addRemote(nodeId, frame.trace, sentMs, trace.now());
+  };
 
   let channel: FrameChannel<ServerFrame>;
   try {
@@ -197,6 +218,7 @@ export async function* runRemote(
     });
   } catch (error) {
     stopWatching();
+    trace?.spans.end(span, { error: signal.aborted ? 'CANCELLED' : 'INSTANCE_LOST' });
     if (signal.aborted) throw cancelled(signal);
     throw new ShoalError('INSTANCE_LOST', `could not reach node ${nodeId} to run the request on ${where}: ${errorMessage(error)}`, { cause: error });
   }
@@ -209,6 +231,8 @@ export async function* runRemote(
   wait.addEventListener('abort', onWaitAbort, { once: true });
   try {
     const run: RunFrameType = { type: 'run', instanceId: instanceId as InstanceId, task };
+    if (trace !== undefined && span !== null) run.trace = { traceId: trace.traceId, parentId: span };
+    if (trace !== undefined) sentMs = trace.now();
     await channel.send(run, { signal: wait });
     await channel.close();
     phase = 'receive';
@@ -234,6 +258,8 @@ export async function* runRemote(
       if (frame.type === 'keepalive') continue;
       if (frame.type === 'error') {
         finished = true;
+        adopt(frame);
+        trace?.spans.end(span, { error: frame.code });
         throw new ShoalError(knownErrorCode(frame.code), frame.message, { param: frame.param });
       }
       if (ended) throw new RouterError('protocol_error', `node ${nodeId} sent a ${frame.type} frame after the end of the request on ${where}`);
@@ -250,11 +276,18 @@ export async function* runRemote(
         event = { type: 'embeddings', vectors: [...vectors, ...event.vectors] };
         vectors.length = 0;
       }
-      if (event.type === 'end') ended = true;
+      if (event.type === 'end') {
+        ended = true;
+        // Before the end is handed on: a reader that stops there finds the trace complete.
+        adopt(frame);
+        trace?.spans.end(span);
+      }
       yield event;
     }
   } catch (error) {
-    throw failure(error);
+    const shoalError = failure(error);
+    trace?.spans.end(span, { error: shoalError.code });
+    throw shoalError;
   } finally {
     stopWatching();
     wait.removeEventListener('abort', onWaitAbort);

@@ -1,6 +1,14 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { OUTCOMES, TASK_KINDS, type TrackerCounters, type TrackerObserver } from './tracker.js';
 import type { Sample } from './series.js';
+import type { GpuReading } from '../wire/telemetry.js';
+
+/** One node's GPUs as its latest resources report says (this node's read now). */
+export interface NodeGpus {
+  nodeId: string;
+  name: string;
+  gpus: readonly GpuReading[];
+}
 
 /**
  * The node's metrics in Prometheus text format (`GET /metrics`), in a registry of its own (never
@@ -19,11 +27,43 @@ export interface NodeMetricsExport {
   updateFromSample(sample: Sample): void;
 }
 
-/** `live` is read at every scrape for the in-flight and waiting gauges. */
-export function createNodeMetrics(info: { nodeId: string; name: string; version: string }, live: () => TrackerCounters): NodeMetricsExport {
+/**
+ * Per-GPU gauges of every member (`shoal_gpu_*{node_id,node,gpu,name,compute}`), read from `read` at each
+ * scrape, so a GPU that is gone from the reports is gone from the scrape. A figure the platform does not
+ * report (null) has no sample.
+ */
+function gpuGauges(registers: Registry[], read: () => NodeGpus[]): void {
+  const labelNames = ['node_id', 'node', 'gpu', 'name', 'compute'] as const;
+  const gauge = (name: string, help: string, value: (gpu: GpuReading) => number | null): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers,
+      collect() {
+        this.reset();
+        for (const node of read()) {
+          for (const gpu of node.gpus) {
+            const figure = value(gpu);
+            if (figure !== null) this.set({ node_id: node.nodeId, node: node.name, gpu: String(gpu.index), name: gpu.name, compute: gpu.compute }, figure);
+          }
+        }
+      },
+    });
+  };
+  gauge('shoal_gpu_vram_total_bytes', 'VRAM of one GPU of a member (system RAM on unified-memory machines).', (g) => g.vramTotalBytes);
+  gauge('shoal_gpu_vram_free_bytes', 'Free VRAM of one GPU of a member, as last sampled.', (g) => g.vramFreeBytes);
+  gauge('shoal_gpu_utilization_percent', 'Utilization of one GPU of a member, 0-100 (absent where the platform does not report it).', (g) => g.utilizationPct);
+  gauge('shoal_gpu_temperature_celsius', 'Temperature of one GPU of a member (absent where not reported).', (g) => g.temperatureC);
+  gauge('shoal_gpu_power_watts', 'Power draw of one GPU of a member (absent where not reported).', (g) => g.powerW);
+}
+
+/** `live` is read at every scrape for the in-flight and waiting gauges; `gpus` (when given) for the per-GPU gauges. */
+export function createNodeMetrics(info: { nodeId: string; name: string; version: string }, live: () => TrackerCounters, gpus?: () => NodeGpus[]): NodeMetricsExport {
   const registry = new Registry();
   const registers = [registry];
   collectDefaultMetrics({ register: registry, prefix: 'shoal_' });
+  if (gpus) gpuGauges(registers, gpus);
 
   new Gauge({ name: 'shoal_node_info', help: 'This node: its id, name and Shoal version (always 1).', labelNames: ['node_id', 'name', 'version'], registers }).set(
     { node_id: info.nodeId, name: info.name, version: info.version },

@@ -1,5 +1,3 @@
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { cpus, freemem, totalmem } from 'node:os';
 import { cpuBusyPercent, sumCpuTimes, type CpuTimes } from './rate.js';
 import type { GpuUse } from './series.js';
@@ -10,50 +8,9 @@ import type { GpuUse } from './series.js';
  * - CPU: busy share of all cores since the previous reading (`os.cpus()` times).
  * - Memory: total minus available (`os.freemem()`, which is MemAvailable on Linux: page cache the
  *   kernel can drop counts as available).
- * - GPU: NVIDIA only, through `nvidia-smi` when the device node `/dev/nvidia0` exists (the same check
- *   `shoal doctor` makes); utilization and memory summed over the devices. Other GPUs report null:
- *   node-llama-cpp's VRAM query would load the engine into the node process just to read it.
+ * - GPU: what the node's GPU monitor last read (src/worker/gpus.ts: detection, the smi tools, the
+ *   SHOAL_TEST_GPUS hook), summed over the devices; null on a node without GPUs.
  */
-
-/** How long one `nvidia-smi` call may take before its figure is skipped. */
-export const GPU_PROBE_TIMEOUT_MS = 1500;
-const NVIDIA_SMI_ARGS = ['--query-gpu=utilization.gpu,memory.used,memory.total', '--format=csv,noheader,nounits'];
-const MIB = 1024 * 1024;
-
-/** `nvidia-smi --query-gpu=utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits` output, summed over devices. */
-export function parseNvidiaSmi(text: string): GpuUse | null {
-  const rows = text
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '');
-  let devices = 0;
-  let utilSum = 0;
-  let utilKnown = 0;
-  let usedBytes = 0;
-  let totalBytes = 0;
-  for (const row of rows) {
-    const fields = row.split(',').map((f) => f.trim());
-    if (fields.length !== 3) return null;
-    const [util, used, total] = fields.map(numberOrNull) as [number | null, number | null, number | null];
-    // A device that does not report its memory size is not one we can chart.
-    if (total === null) continue;
-    devices += 1;
-    totalBytes += total * MIB;
-    usedBytes += (used ?? 0) * MIB;
-    if (util !== null && util >= 0 && util <= 100) {
-      utilSum += util;
-      utilKnown += 1;
-    }
-  }
-  if (devices === 0) return null;
-  return { devices, utilPct: utilKnown === 0 ? null : utilSum / utilKnown, usedBytes, totalBytes };
-}
-
-/** "[N/A]", "[Not Supported]" and the like are unknown. */
-function numberOrNull(field: string): number | null {
-  if (!/^\d+(\.\d+)?$/.test(field)) return null;
-  return Number(field);
-}
 
 export interface SystemReading {
   cpu: { pct: number | null; cores: number };
@@ -62,7 +19,7 @@ export interface SystemReading {
 }
 
 export interface SystemProbeOptions {
-  /** Replaces the nvidia-smi reader (tests, other platforms). */
+  /** The GPU figure (the node reads it from its GPU monitor); absent: none is charted. */
   readGpu?: () => Promise<GpuUse | null>;
 }
 
@@ -71,11 +28,9 @@ export class SystemProbe {
   private readonly readGpu: (() => Promise<GpuUse | null>) | null;
   private gpuInFlight: Promise<void> | null = null;
   private lastGpu: GpuUse | null = null;
-  /** Set when nvidia-smi is not installed: no point spawning it every sample. */
-  private gpuUnavailable = false;
 
   constructor(options: SystemProbeOptions = {}) {
-    this.readGpu = options.readGpu ?? (existsSync('/dev/nvidia0') ? () => this.nvidiaSmi() : null);
+    this.readGpu = options.readGpu ?? null;
   }
 
   /** CPU and memory now; the GPU figure of the last probe that finished (one probe at a time). */
@@ -100,7 +55,7 @@ export class SystemProbe {
   }
 
   private probeGpu(): void {
-    if (this.readGpu === null || this.gpuUnavailable || this.gpuInFlight !== null) return;
+    if (this.readGpu === null || this.gpuInFlight !== null) return;
     this.gpuInFlight = this.readGpu()
       .then(
         (gpu) => {
@@ -113,14 +68,5 @@ export class SystemProbe {
       .finally(() => {
         this.gpuInFlight = null;
       });
-  }
-
-  private nvidiaSmi(): Promise<GpuUse | null> {
-    return new Promise((resolve) => {
-      execFile('nvidia-smi', NVIDIA_SMI_ARGS, { timeout: GPU_PROBE_TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: 64 * 1024 }, (error, stdout) => {
-        if ((error as NodeJS.ErrnoException | null)?.code === 'ENOENT') this.gpuUnavailable = true;
-        resolve(error ? null : parseNvidiaSmi(stdout));
-      });
-    });
   }
 }

@@ -1,5 +1,6 @@
 import type { NodeControl, StatusView } from '../api/control/control.js';
 import type { ControlPlane } from '../cluster/control-plane.js';
+import { explainHealth } from '../cluster/self-health.js';
 import type { NodeTelemetry } from '../cluster/telemetry.js';
 import type { PeerModels } from '../models/peer-models.js';
 import type { Worker } from '../worker/worker.js';
@@ -38,8 +39,14 @@ export function nodeControl(parts: StatusParts): NodeControl {
 }
 
 function nodeStatus({ plane, worker, telemetry, peers, apiKeyRequired }: StatusParts): StatusView {
+  const status = plane.status();
+  // Each member's health: what this node sees of it, its build against this one's, what it says of itself.
+  const reported = telemetry.reportedHealth();
   return {
-    ...plane.status(),
+    ...status,
+    members: status.members.map((m) => ({ ...m, health: explainHealth(m.health, reported[m.nodeId] ?? null, telemetry.build) })),
+    // This node's own, also when it is in no cluster (the dashboard then draws it from this).
+    health: explainHealth(status.health, reported[plane.nodeId] ?? null, telemetry.build),
     apiKeyRequired: apiKeyRequired(),
     models: worker.status(),
     instances: instanceViews(plane.view().state, plane.nodeId, worker.status(), (nodeId) => telemetry.runnersOf(nodeId), telemetry.downloadsView()),

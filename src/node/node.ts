@@ -4,27 +4,32 @@
 
 import { chmod, mkdir, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { basename, extname, isAbsolute } from 'node:path';
+import { basename, extname, isAbsolute, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { DisposeStack } from '../common/dispose-stack.js';
 import { errorMessage, ShoalError } from '../common/errors.js';
 import { ModelId, type NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import { modelsDir } from '../common/paths.js';
+import { shoalCommit, shoalVersion } from '../common/version.js';
 import { buildServer } from '../api/server.js';
 import { resolveBuiltinModel, BUILTIN_MODEL_IDS } from '../models/builtin-store.js';
 import { GgufFactsError, readGgufFacts } from '../models/cards/gguf-facts.js';
 import type { GpuChoice } from '../worker/runner/protocol.js';
 import { Worker } from '../worker/worker.js';
 import { ControlPlane } from '../cluster/control-plane.js';
-import { NodeTelemetry } from '../cluster/telemetry.js';
+import { NodeTelemetry, RESOURCES_STALE_MS } from '../cluster/telemetry.js';
 import { downloadReports } from '../cluster/telemetry-downloads.js';
+import { selfHealthProbe } from '../cluster/self-health-probe.js';
 import { ClusterDispatcher } from '../inference/dispatcher.js';
 import { runRemote, serveLocalInstances } from '../inference/remote-runner.js';
+import { TraceStore, traceRetentionFromEnv } from '../tracing/store.js';
+import { Tracer } from '../tracing/tracer.js';
 import { endpointFromEnv, ModelsService, reserveFromEnv } from '../models/service/service.js';
 import { PeerModels } from '../models/peer-models.js';
 import { keepBytesFromEnv, ModelKeeper, modelsPlacedOn } from '../models/keeper.js';
 import { NodeDashboard } from '../dashboard/node-dashboard.js';
+import type { NodeGpus } from '../metrics/prometheus.js';
 import type { LogRing } from '../dashboard/log-ring.js';
 import type { RotatingLogFile } from '../common/log-file.js';
 import { placementControl } from '../placement/control.js';
@@ -32,7 +37,9 @@ import { PlacementService } from '../placement/service.js';
 import { InstanceHost } from '../worker/instance-host.js';
 import { openRpcTunnel, serveRpcTunnel } from '../worker/rpc-tunnel.js';
 import { createEngineFactory, donorPorts, offeredBackends, servedByLlamaServer } from '../worker/engine-factory.js';
-import { chooseDefaultEngine, gpuDevicePresent, type EngineRequest } from '../worker/default-engine.js';
+import { chooseDefaultEngine, type EngineRequest } from '../worker/default-engine.js';
+import { GpuMonitor } from '../worker/gpus.js';
+import { gpuUse } from '../worker/gpu-readings.js';
 import { reapOrphans } from '../worker/engines/orphans.js';
 import { readBandwidthCache } from '../doctor/hardware.js';
 import { nodeControl } from './control.js';
@@ -43,6 +50,13 @@ import { DataDirLock } from './data-dir-lock.js';
 import { bannerLines } from './banner.js';
 import { loadAdminToken, rotateAdminTokenFile } from './admin-token.js';
 import { settingsControl, warnIfOpenToNetwork } from './settings.js';
+import { NodeRecorder } from '../diagnostics/recorder.js';
+import { nodeDiagnostics } from '../diagnostics/node-diagnostics.js';
+import { ClusterDiagnosticsService, diagnosticsMembers } from '../diagnostics/cluster-diagnostics.js';
+import type { NodeDiagnostics } from '../wire/diagnostics.js';
+import { EnvelopeStore } from '../diagnostics/envelope.js';
+import { EnvelopeMeter } from '../diagnostics/envelope-meter.js';
+import { IssuedSecrets, performanceControl } from '../diagnostics/capture.js';
 
 export interface NodeOptions {
   log: Logger;
@@ -55,6 +69,8 @@ export interface NodeOptions {
   name?: string;
   threads: number;
   gpu: GpuChoice;
+  /** `--backends` / SHOAL_BACKENDS: the backend tags to advertise instead of the detected ones; null (default) = detected. */
+  backends?: string[] | null;
   /** A built-in model id (`shoal/tiny`) or the path of a GGUF file. */
   defaultModel: string;
   /** `--engine`: what serves the default model. Default `auto` (llama-server when built, on the CPU). */
@@ -85,6 +101,10 @@ export interface NodeOptions {
   onDataDirLocked?: () => void;
   /** `--memory-budget`: the most memory placement may use on this node; null (default) = what is available. */
   memoryBudgetBytes?: number | null;
+  /** `--vram-budget`: the most VRAM placement may use on each GPU of this node; null (default) = its free VRAM. */
+  vramBudgetBytes?: number | null;
+  /** `--stall-timeout` / SHOAL_STALL_TIMEOUT_S: the hang watchdog's silence limit per generation. Default 60 000. */
+  stallTimeoutMs?: number;
   /**
    * Direct sockets for RPC tunnels and model copies (router/direct-socket.ts), asked for and offered.
    * Default: on, unless `SHOAL_DIRECT_SOCKETS=0`; off, the bytes stay on libp2p streams.
@@ -168,11 +188,16 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
 async function composeNode(options: NodeOptions, model: { id: ModelId; path: string }, stack: DisposeStack, lock: DataDirLock): Promise<RunningNode> {
   const { log, dataDir } = options;
   const name = options.name ?? hostname();
+  // The node's flight recorder (issue #18): its parts record their significant moments here.
+  const moments = new NodeRecorder(Date.now);
   const direct = options.directSockets ?? process.env.SHOAL_DIRECT_SOCKETS !== '0';
   // Read first, so that a bad value fails the start before anything runs.
   const hubEndpoint = endpointFromEnv();
   const reserveBytes = reserveFromEnv();
   const keepBytes = keepBytesFromEnv() ?? null;
+  // The GPUs (src/worker/gpus.ts): a malformed SHOAL_TEST_GPUS fails the start here; sampled on every beat.
+  const gpus = await GpuMonitor.start({ gpu: options.gpu, maxThreads: options.threads, log: log.child({ part: 'worker' }) });
+  stack.defer(() => gpus.stop());
 
   // Engines orphaned by an earlier crash of this node would hold memory and ports: end them first.
   await reapOrphans(dataDir, log.child({ part: 'worker' }));
@@ -182,24 +207,39 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   stack.defer(() => runFiles.remove());
 
   // The plane stops after every part that talks over it.
-  const plane = stack.use(await ControlPlane.start({ log, dataDir, name, p2pPort: options.p2pPort, p2pHost: options.host, mdns: options.mdns, bootstrap: options.bootstrap }));
+  const plane = stack.use(await ControlPlane.start({ log, dataDir, name, p2pPort: options.p2pPort, p2pHost: options.host, mdns: options.mdns, bootstrap: options.bootstrap, moments: (kind, text, data) => moments.record(kind, text, data) }));
 
   // The HTTP server closes after the runners stopped: their streams end with a typed error, so open
   // connections finish and close first. Only a server that listens is closed (set at the end).
   let listening: FastifyInstance | null = null;
   stack.defer(() => listening?.close());
 
-  const worker = stack.use(new Worker({ log: log.child({ part: 'worker' }), threads: options.threads, gpu: options.gpu, contextSize: options.contextSize, sequences: options.sequences }));
+  const worker = stack.use(
+    new Worker({
+      log: log.child({ part: 'worker' }),
+      threads: options.threads,
+      gpu: options.gpu,
+      contextSize: options.contextSize,
+      sequences: options.sequences,
+      ...(options.stallTimeoutMs !== undefined ? { stallTimeoutMs: options.stallTimeoutMs } : {}),
+      recordMoment: (kind, text, data) => moments.record(kind, text, data),
+    }),
+  );
   // Every node serves its default model itself, through the fastest engine it has; cluster state places everything else.
   const engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
-  const served = chooseDefaultEngine({ requested: options.engine ?? 'auto', llamaServerBuilt: engines !== null, gpu: options.gpu, gpuPresent: gpuDevicePresent() });
-  worker.place(model.id, model.path, ['chat', 'completion', 'embeddings', 'tools'], served.engine === 'llama_server' && engines !== null ? servedByLlamaServer(engines) : null);
+  // What this node advertises: what it detects and can run, derived as `shoal doctor` derives it, or `--backends`.
+  const backends = offeredBackends({ engines, llamaCpp: gpus.llamaCpp, gpuRequest: options.gpu, override: options.backends ?? null, nvidiaDevicePresent: gpus.nvidiaDevicePresent });
+  for (const conflict of backends.conflicts) log.warn({ backends: backends.tags }, `${conflict.summary}${conflict.remediation ? ` (${conflict.remediation})` : ''}`);
+  const llamaCppGpu = backends.detected.some((tag) => tag.startsWith('llama_cpp-') && tag !== 'llama_cpp-cpu');
+  const servedBy = engines === null ? null : servedByLlamaServer(engines, options.gpu === false ? [] : gpus.readings());
+  const served = chooseDefaultEngine({ requested: options.engine ?? 'auto', llamaServerBuilt: engines !== null, gpu: options.gpu, gpuPresent: llamaCppGpu, llamaServerOnGpu: servedBy !== null && servedBy.backend !== 'llama_server-cpu' });
+  worker.place(model.id, model.path, ['chat', 'completion', 'embeddings', 'tools'], served.engine === 'llama_server' ? servedBy : null);
 
   // Models on disk: the hub store under the data dir, the hub from SHOAL_HF_ENDPOINT / HF_ENDPOINT. Members
   // that hold a model give it before the hub is asked (peers, started below once the plane serves).
   // At a stop the peers stop serving copies, then running downloads end, then the runners stop.
   const peers = new PeerModels({ log: log.child({ part: 'models' }), direct });
-  const models = await ModelsService.open({ peers, dataDir, log: log.child({ part: 'models' }), endpoint: hubEndpoint, reserveBytes, inUse: () => worker.status().map((i) => i.modelId) });
+  const models = await ModelsService.open({ peers, dataDir, log: log.child({ part: 'models' }), endpoint: hubEndpoint, reserveBytes, inUse: () => worker.status().map((i) => i.modelId), moments: (kind, text, data) => moments.record(kind, text, data) });
   stack.defer(() => models.close());
   stack.defer(() => peers.stop());
   // Idle copies beyond the keep budget go at start (below) and when a model stops being used.
@@ -217,11 +257,25 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     log: log.child({ part: 'telemetry' }),
     dataDir,
     memoryBudgetBytes: options.memoryBudgetBytes ?? null,
-    backends: offeredBackends(engines !== null),
+    vramBudgetBytes: options.vramBudgetBytes ?? null,
+    backends: backends.tags,
+    gpus: () => gpus.readings(),
     memoryBandwidthBytesPerS: bandwidth ? bandwidth.gbPerSecond * 1e9 : null,
     runners: () => runnerReports(worker.status()),
     peers: () => Object.keys(plane.view().state.members).filter((id) => id !== plane.nodeId && plane.net.isConnected(id)) as NodeId[],
     downloads: () => downloadReports(models.listDownloads().downloads, Date.now()),
+    build: { version: shoalVersion(), commit: shoalCommit() },
+    // This node's own health reasons (issue #18), published so every member's `/state` shows them.
+    selfHealth: selfHealthProbe({
+      modelsDir: models.store.root,
+      reserveBytes: models.store.reserveBytes,
+      persistence: () => plane.health().reasons,
+      downloads: () => downloadReports(models.listDownloads().downloads, Date.now()),
+      runners: () => runnerReports(worker.status()),
+      engineCompute: engines?.compute ?? null,
+      gpuPresent: () => gpus.present(),
+      moments: () => moments.entries(),
+    }),
   });
   worker.onChange(() => telemetry.runnersChanged());
   const connected = (nodeId: string): boolean => plane.net.isConnected(nodeId);
@@ -232,6 +286,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     downloadedPath: async (id) => (await models.get(id).catch(() => null))?.path ?? null,
     holders: (modelId) => Object.entries(peers.artifactsView()).filter(([, held]) => held.models.some((m) => m.modelId === modelId)).map(([nodeId]) => nodeId),
     log: log.child({ part: 'placement' }),
+    moments: (kind, text, data) => moments.record(kind, text, data),
   });
   // The host reconciles runners with cluster state and re-places instances of lost nodes.
   const host = new InstanceHost({
@@ -260,6 +315,19 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   // Every node serves both data-plane protocols: registering them also sets its outbound stream limits.
   await serveLocalInstances(plane.net, worker);
   await serveRpcTunnel(plane.net, donorPorts(engines), { direct });
+  // Diagnostics (src/diagnostics/): this node's, served to members on /shoal/diagnostics/1, and the cluster's gathered from them.
+  const startedAtMs = Date.now();
+  const nodeDiagnosticsNow = (): NodeDiagnostics => nodeDiagnostics({ nodeId: plane.nodeId, name, startedAtMs, nowMs: Date.now, runners: () => worker.diagnostics(), moments: () => moments.entries(), router: plane.net });
+  const clusterDiagnostics = new ClusterDiagnosticsService({
+    selfId: plane.nodeId,
+    net: plane.net,
+    local: nodeDiagnosticsNow,
+    members: () => diagnosticsMembers(plane.view().state, plane.nodeId, name),
+    nowMs: Date.now,
+    log: log.child({ part: 'diagnostics' }),
+  });
+  await clusterDiagnostics.start();
+  stack.defer(() => clusterDiagnostics.stop());
   plane.onStateChange(() => host.reconcile());
   telemetry.start();
   host.start();
@@ -279,24 +347,65 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     log.info('the admin token was rotated: the old one no longer works');
     return adminTokenValue;
   };
+  // Performance envelopes (src/diagnostics/envelope.ts): measured here, as API node, per serving instance.
+  const envelopes = new EnvelopeStore();
+  const envelopeMeter = new EnvelopeMeter(envelopes);
+  // Per-request traces (src/tracing/): recorded while the cluster's `tracing` setting is on, kept under the data dir.
+  const traceStore = await TraceStore.open({ dir: join(dataDir, 'traces'), log: log.child({ part: 'tracing' }), retentionMs: traceRetentionFromEnv() });
+  traceStore.start();
+  stack.defer(() => traceStore.stop());
+  const tracer = new Tracer({ nodeId: plane.nodeId, enabled: () => plane.view().state.settings.tracing, store: traceStore, log: log.child({ part: 'tracing' }) });
+  let tracingOn = plane.view().state.settings.tracing;
+  plane.onStateChange(() => {
+    const on = plane.view().state.settings.tracing;
+    if (on === tracingOn) return;
+    tracingOn = on;
+    moments.record('tracing', on ? 'tracing switched on: new requests are traced' : 'tracing switched off', { on });
+  });
   const dispatcher = new ClusterDispatcher({
     selfId: plane.nodeId,
     worker,
     state: () => plane.view().state,
     runnersOf: (nodeId) => telemetry.runnersOf(nodeId),
     connected,
-    remote: (nodeId, instanceId, task, signal) => runRemote(plane.net, nodeId, instanceId, task, signal),
+    remote: (nodeId, instanceId, task, signal, trace) => runRemote(plane.net, nodeId, instanceId, task, signal, { trace }),
+    tracing: tracer,
+    observe: (served, task, signal, events) => envelopeMeter.observe(served, task, signal, events),
   });
-  const control = nodeControl({ plane, worker, telemetry, peers, apiKeyRequired: () => (options.apiKeys ?? []).some((k) => k !== '') || plane.view().state.settings.apiKeyDigests.length > 0 });
+  // The join codes this node issues are remembered, so a capture bundle can redact them.
+  const issuedSecrets = new IssuedSecrets();
+  const control = issuedSecrets.watch(nodeControl({ plane, worker, telemetry, peers, apiKeyRequired: () => (options.apiKeys ?? []).some((k) => k !== '') || plane.view().state.settings.apiKeyDigests.length > 0 }));
   // Dashboard, metrics and logs (src/dashboard/node-dashboard.ts): counts every request the API
   // dispatches; its live streams end first at a stop.
-  const dashboard = await NodeDashboard.start({ log, nodeId: plane.nodeId, status: control.status, onStateChange: (l) => plane.onStateChange(l), dataPlane: plane.net, adminToken, headless: options.headless, recentLogs: options.recentLogs, logFile: options.logFile });
+  // The metrics' GPU figures are the detected ones (the sampler's sum, the per-GPU gauges of every member).
+  const memberGpus = (): NodeGpus[] => {
+    const state = plane.view().state;
+    const nameOf = (nodeId: string): string => {
+      const member = Object.hasOwn(state.members, nodeId) ? state.members[nodeId as NodeId] : undefined;
+      return member ? (member.nickname ?? member.name) : nodeId;
+    };
+    const others = Object.entries(telemetry.resourcesView()).filter(([nodeId, r]) => nodeId !== plane.nodeId && r.ageMs <= RESOURCES_STALE_MS);
+    return [{ nodeId: plane.nodeId, name, gpus: gpus.readings() }, ...others.map(([nodeId, r]) => ({ nodeId, name: nameOf(nodeId), gpus: r.gpus }))];
+  };
+  const dashboard = await NodeDashboard.start({
+    log,
+    nodeId: plane.nodeId,
+    status: control.status,
+    onStateChange: (l) => plane.onStateChange(l),
+    dataPlane: plane.net,
+    adminToken,
+    headless: options.headless,
+    recentLogs: options.recentLogs,
+    logFile: options.logFile,
+    system: { readGpu: async () => gpuUse(gpus.readings()) },
+    gpus: memberGpus,
+  });
   stack.defer(() => dashboard.stop());
 
   let stopping = false;
   const app = buildServer({
     log,
-    dispatcher: dashboard.meter(dispatcher),
+    dispatcher: tracer.wrap(dashboard.meter(dispatcher)),
     health: () => nodeHealth({ name, nodeId: plane.nodeId, stopping }, worker.status(), plane.health().reasons),
     maxBodyBytes: options.maxBodyBytes,
     apiKeys: options.apiKeys,
@@ -306,6 +415,18 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     adminToken,
     models,
     placement: placementControl(placement),
+    traces: tracer,
+    diagnostics: { node: nodeDiagnosticsNow, cluster: () => clusterDiagnostics.cluster(), timeline: (query) => clusterDiagnostics.timeline(query) },
+    performance: performanceControl({
+      nodeId: plane.nodeId,
+      name,
+      dataDir,
+      envelopes,
+      diagnostics: nodeDiagnosticsNow,
+      status: control.status,
+      recentLogs: options.recentLogs,
+      secrets: () => [adminToken(), ...(options.apiKeys ?? []), ...issuedSecrets.list(), ...[process.env.SHOAL_HF_TOKEN, process.env.HF_TOKEN].filter((t): t is string => t !== undefined && t !== '')],
+    }),
   });
   await dashboard.register(app);
   await listen(app, options.apiPort, options.host);
@@ -324,6 +445,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   // The engine choice is announced here, with the URLs, rather than when it is made: the first lines tell a user where to go.
   for (const line of bannerLines({ url, headless: options.headless === true, modelId: model.id, engine: served.engine, engineReason: served.reason })) log.info(line);
   await lock.setUrl(url);
+  moments.record('start', `serving on ${url}`, { model: model.id, engine: served.engine });
   warnIfOpenToNetwork(log, options.host, (options.apiKeys ?? []).some((k) => k !== '') || plane.view().state.settings.apiKeyDigests.length > 0, port);
 
   const stop = async (): Promise<void> => {

@@ -27,6 +27,7 @@ export function placeRequest(body: PlaceBody): PlaceRequest {
     ...(body.parallel !== undefined ? { parallel: body.parallel } : {}),
     ...(body.kv_cache_type !== undefined ? { kvCacheType: body.kv_cache_type } : {}),
     ...(body.flash_attention !== undefined ? { flashAttention: body.flash_attention } : {}),
+    ...(body.allow_spill !== undefined ? { allowSpill: body.allow_spill } : {}),
     ...(body.approve_downloads !== undefined ? { approveDownloads: body.approve_downloads } : {}),
   };
 }

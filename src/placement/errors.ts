@@ -27,7 +27,10 @@ export interface NodeShortfall {
   /** Free bytes the node would need (estimate + margin + 1). */
   neededBytes: number;
   freeBytes: number;
+  /** On a GPU backend: the host side (runner, embeddings, spilled layers), and `devices` the GPUs' sides. */
   estimate: MemoryEstimate;
+  /** A part on a GPU backend: per device, the VRAM it would need (estimate + margin + 1) against the free VRAM. */
+  devices?: { index: number; neededBytes: number; freeBytes: number; estimate: MemoryEstimate }[];
 }
 
 export interface PlacementError {

@@ -4,7 +4,7 @@
 import type { NodeId } from '../common/ids.js';
 import { ModelCard, type ModelCardInput } from '../models/cards/card.js';
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
-import type { ClusterNode } from './nodes.js';
+import type { ClusterNode, PlannerGpu } from './nodes.js';
 
 export const MiB = 1024 * 1024;
 export const GiB = 1024 * MiB;
@@ -62,4 +62,22 @@ export function card(overrides: Partial<ModelCardInput> = {}): ModelCard {
 /** A reported node offering every test backend unless told otherwise. */
 export function node(n: number, freeBytes: number | null, extra: Partial<ClusterNode> = {}): ClusterNode {
   return { nodeId: nodeId(n), freeBytes, backends: freeBytes === null ? null : ALL_TEST_BACKENDS, ...extra };
+}
+
+/** One fake GPU as placement sees it (CUDA, discrete, unless told otherwise). */
+export function gpu(index: number, freeBytes: number, extra: Partial<PlannerGpu> = {}): PlannerGpu {
+  return { index, name: `Test GPU ${index}`, compute: 'cuda', freeBytes, unifiedMemory: false, ...extra };
+}
+
+/** The test backends plus Metal and Vulkan ones, for mixed clusters. */
+export const MIXED_TEST_BACKENDS = [...ALL_TEST_BACKENDS, 'llama_cpp-metal', 'llama_server-metal', 'rpc-metal', 'llama_server-vulkan', 'rpc-vulkan'];
+
+/** A node with NVIDIA GPUs of the given free VRAM (1x24 GB: `[24 * GiB]`, 2x12 GB: `[12 * GiB, 12 * GiB]`). */
+export function cudaNode(n: number, freeBytes: number, vram: readonly number[], extra: Partial<ClusterNode> = {}): ClusterNode {
+  return node(n, freeBytes, { gpus: vram.map((bytes, i) => gpu(i, bytes)), ...extra });
+}
+
+/** An Apple silicon node: one Metal device whose memory is the system RAM (`vramFree` is its working-set limit). */
+export function appleNode(n: number, freeBytes: number, vramFree: number, extra: Partial<ClusterNode> = {}): ClusterNode {
+  return node(n, freeBytes, { backends: MIXED_TEST_BACKENDS, gpus: [gpu(0, vramFree, { name: 'Apple M2', compute: 'metal', unifiedMemory: true })], ...extra });
 }

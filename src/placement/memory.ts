@@ -55,6 +55,13 @@ export const MICRO_BATCH_TOKENS = 512;
 const LOGIT_BYTES = 4;
 export const OVERHEAD_FRACTION = 0.1;
 export const OVERHEAD_FLOOR_BYTES = 256 * MiB;
+/**
+ * What a GPU costs before the first layer: the backend's own context on the card (a CUDA context with its
+ * kernels and cuBLAS workspace is ~300-500 MiB per process as nvidia-smi reports it; Vulkan and Metal less)
+ * plus the non-logit compute buffer. A margin, not a measurement here (no GPU on the reference machine),
+ * erring towards refusing, like OVERHEAD_FLOOR_BYTES for the CPU.
+ */
+export const DEVICE_FLOOR_BYTES = 512 * MiB;
 /** Kept free beyond the estimate: free-memory readings move between the sample and the load. */
 export const FIT_MARGIN_BYTES = 64 * MiB;
 
@@ -123,31 +130,67 @@ export function roundUpToStep(tokens: number): number {
   return Math.ceil(tokens / CONTEXT_STEP_TOKENS) * CONTEXT_STEP_TOKENS;
 }
 
-export function estimateMemory(facts: GgufFacts, share: LayerShare, options: MemoryOptions): MemoryEstimate {
+/** Which fixed tensors a part holds besides its layers, and the floor it pays (see estimateDevice, estimateHost). */
+interface PartTerms {
+  embeddings: boolean;
+  output: boolean;
+  /** A GPU holding the output of a tied model gets its own copy of the embedding table (llama.cpp duplicates it). */
+  tiedCopy: boolean;
+  floorBytes: number;
+}
+
+function estimateTerms(facts: GgufFacts, share: LayerShare, options: MemoryOptions, terms: PartTerms): MemoryEstimate {
   const { contextTokens, sequences } = options;
   if (!Number.isInteger(contextTokens) || contextTokens < 1) throw new RangeError(`context must be a positive integer, got ${contextTokens}`);
   if (!Number.isInteger(sequences) || sequences < 1) throw new RangeError(`sequences must be a positive integer, got ${sequences}`);
   const kvCacheType = options.kvCacheType ?? DEFAULT_KV_CACHE_TYPE;
-  const weightsBytes = shareWeightsBytes(facts, share);
+  const layerWeights = shareWeightsBytes(facts, { ...share, holdsOutput: false });
+  const weightsBytes =
+    layerWeights + (terms.embeddings ? facts.embeddingBytes : 0) + (terms.output ? facts.outputBytes + (terms.tiedCopy && facts.outputTied ? facts.embeddingBytes : 0) : 0);
   const kvCells = roundUpToStep(contextTokens) * sequences;
   const perCell = kvBytesPerCell(facts, share, kvCacheType);
   const kvBytes = Math.ceil(perCell * kvCells);
-  const outputWorkspaceBytes = share.holdsOutput ? (facts.vocabSize ?? 0) * MICRO_BATCH_TOKENS * LOGIT_BYTES : 0;
+  const outputWorkspaceBytes = terms.output ? (facts.vocabSize ?? 0) * MICRO_BATCH_TOKENS * LOGIT_BYTES : 0;
   const attentionScoresBytes = options.flashAttention === 'off' && share.layerCount > 0 ? kvCells * MICRO_BATCH_TOKENS * facts.headCount * LOGIT_BYTES : 0;
   const overheadBytes = Math.ceil(weightsBytes * OVERHEAD_FRACTION);
-  const floorBytes = OVERHEAD_FLOOR_BYTES;
+  const floorBytes = terms.floorBytes;
   const totalBytes = weightsBytes + kvBytes + outputWorkspaceBytes + attentionScoresBytes + overheadBytes + floorBytes;
   const layers = share.layerCount === 0 ? 'no layers' : `layers ${share.firstLayer}-${share.firstLayer + share.layerCount - 1}`;
+  const extras = terms.embeddings && terms.output ? ' + embeddings and output head' : terms.embeddings ? ' + embeddings' : terms.output ? ' + output head' : '';
   const arithmetic = [
-    `weights ${formatBytes(weightsBytes)} (${layers}${share.holdsOutput ? ' + embeddings and output head' : ''})`,
+    `weights ${formatBytes(weightsBytes)} (${layers}${extras})`,
     `KV ${formatBytes(kvBytes)} = ${formatBytes(perCell)}/token (${kvCacheType}) × ${roundUpToStep(contextTokens)} tokens × ${sequences} sequence${sequences === 1 ? '' : 's'}`,
     ...(outputWorkspaceBytes > 0 ? [`output workspace ${formatBytes(outputWorkspaceBytes)} = vocab ${facts.vocabSize} × ${MICRO_BATCH_TOKENS} × ${LOGIT_BYTES} B`] : []),
     ...(attentionScoresBytes > 0 ? [`attention scores ${formatBytes(attentionScoresBytes)} = ${kvCells} cells × ${MICRO_BATCH_TOKENS} × ${facts.headCount} heads × ${LOGIT_BYTES} B (flash attention off)`] : []),
     `overhead ${formatBytes(overheadBytes)} = ${OVERHEAD_FRACTION * 100}% of weights`,
-    `floor ${formatBytes(floorBytes)}`,
+    `${floorBytes === DEVICE_FLOOR_BYTES ? 'device floor' : 'floor'} ${formatBytes(floorBytes)}`,
     `total ${formatBytes(totalBytes)}`,
   ];
   return { share, contextTokens, sequences, kvCacheType, kvCells, weightsBytes, kvBytes, outputWorkspaceBytes, attentionScoresBytes, overheadBytes, floorBytes, totalBytes, arithmetic };
+}
+
+/** A part in system RAM on a CPU backend: its layers, and embeddings plus output head when it holds the output. */
+export function estimateMemory(facts: GgufFacts, share: LayerShare, options: MemoryOptions): MemoryEstimate {
+  return estimateTerms(facts, share, options, { embeddings: share.holdsOutput, output: share.holdsOutput, tiedCopy: false, floorBytes: OVERHEAD_FLOOR_BYTES });
+}
+
+/**
+ * The layers one GPU holds (and the output head, on the device that holds it): weights, their KV (llama.cpp
+ * keeps each layer's cache on the layer's device), the logits workspace with the output, 10% overhead and
+ * DEVICE_FLOOR_BYTES. Token embeddings never land on a GPU: llama.cpp keeps the input layer on the CPU.
+ */
+export function estimateDevice(facts: GgufFacts, share: LayerShare, options: MemoryOptions): MemoryEstimate {
+  return estimateTerms(facts, share, options, { embeddings: false, output: share.holdsOutput, tiedCopy: true, floorBytes: DEVICE_FLOOR_BYTES });
+}
+
+/**
+ * What a part on a GPU backend still takes from system RAM: the runner (OVERHEAD_FLOOR_BYTES), the token
+ * embeddings when it is the model's entry (`embeddings`), and the layers spilled to the CPU (`share`, the
+ * first ones: llama.cpp offloads the last `-ngl` layers) with their KV, plus the output head when it is not
+ * offloaded (`share.holdsOutput`).
+ */
+export function estimateHost(facts: GgufFacts, share: LayerShare, options: MemoryOptions, embeddings: boolean): MemoryEstimate {
+  return estimateTerms(facts, share, options, { embeddings, output: share.holdsOutput, tiedCopy: false, floorBytes: OVERHEAD_FLOOR_BYTES });
 }
 
 /** An exact fit thrashes rather than runs, so admission is strict and keeps a margin. */

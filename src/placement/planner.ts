@@ -6,6 +6,10 @@
 // - pooled: no node can hold it (or min_nodes asks for more): a llama-server driver (most free memory)
 //   plus ggml-rpc-server donors (next most), as few as fit, layers split in proportion to what each
 //   node has left after its fixed costs (split.ts).
+// On a GPU backend a part is admitted per device against free VRAM and for its host side against RAM
+// (devices.ts); a node's GPU tag outranks the card's unranked CPU tags (nodes.ts chooseBackend), a copy
+// wholly on GPUs is preferred to one that spilled layers to RAM (only with allowSpill), and the plan
+// carries per node and device the layers, bytes, fit, `-ngl` and tensor split.
 // Every plan stamps its inputs (exclusions, replicas, min_nodes, context, slots, KV type) so a re-placement
 // (replan.ts) honours them rather than searching the whole cluster again.
 //
@@ -16,13 +20,31 @@
 // when nothing fits at the default at all.
 
 import { placementError, type PlacementError } from './errors.js';
-import { admits, CONTEXT_STEP_TOKENS, DEFAULT_KV_CACHE_TYPE, estimateMemory, fullShare, isQuantizedKv, KV_QUANT_BLOCK_ELEMENTS } from './memory.js';
+import { CONTEXT_STEP_TOKENS, DEFAULT_KV_CACHE_TYPE, isQuantizedKv, KV_QUANT_BLOCK_ELEMENTS } from './memory.js';
 import { byMemoryThenPreference, chooseBackend, isKnown, type ClusterNode, type KnownNode } from './nodes.js';
-import { buildPlan, describeAsk, describeShortfalls, fail, fullPlacement, memoryOptions, shortfallOf, singleSpeed, type Candidate, type PlanInput, type PlanOptions, type PlanResult, type Request } from './plan.js';
+import type { NodeFit } from './devices.js';
+import {
+  buildPlan,
+  candidateOf,
+  describeAsk,
+  describeShortfalls,
+  fail,
+  fitShortfall,
+  fullFit,
+  fullPlacement,
+  singleSpeed,
+  spillHint,
+  type Candidate,
+  type Placement,
+  type PlanInput,
+  type PlanOptions,
+  type PlanResult,
+  type Request,
+} from './plan.js';
 import { planPooled } from './pooled.js';
 
-export { optionsOf, tensorSplitArg } from './plan.js';
-export type { Placement, PlacementRole, Plan, PlanInput, PlanOptions, PlanResult, RefusalState, Sizing } from './plan.js';
+export { optionsOf, tensorSplitArg, tensorSplitOf } from './plan.js';
+export type { PlacedDevice, Placement, PlacementRole, Plan, PlanInput, PlanOptions, PlanResult, RefusalState, Sizing } from './plan.js';
 
 /** Context per sequence admitted when the card sets none (capped at the trained context). */
 export const DEFAULT_CONTEXT_TOKENS = 4096;
@@ -48,6 +70,7 @@ function resolveRequest(input: PlanInput, options: PlanOptions): Request | Place
       contextTokens: options.contextTokens !== undefined ? 'request' : card.runtime.context_size !== undefined ? 'card' : 'default',
     },
     exclusions: [...new Set(options.exclusions ?? [])].sort(),
+    allowSpill: options.allowSpill ?? false,
   };
   for (const key of ['contextTokens', 'parallel', 'replicas', 'minNodes'] as const) {
     if (!Number.isInteger(request[key]) || request[key] < 1) {
@@ -75,15 +98,17 @@ function planOver(input: PlanInput, request: Request, known: readonly KnownNode[
   const { card, facts } = input;
   const candidates: Candidate[] = known.flatMap((node) => {
     const backend = chooseBackend(card, node);
-    return backend ? [{ node, backend }] : [];
+    return backend ? [candidateOf(node, backend)] : [];
   });
   candidates.sort(byMemoryThenPreference);
   if (candidates.length === 0) {
     return fail(placementError('TOPOLOGY_GAP', `no node offers a backend ${card.id} can run on (${card.compatible_backends.join(', ')})`));
   }
-  const full = estimateMemory(facts, fullShare(facts), memoryOptions(request));
-  const fitting = candidates.filter((c) => admits(full, c.node.freeBytes));
-  const singles = candidates.filter((c) => !admits(full, c.node.freeBytes)).map((c) => shortfallOf(c.node.nodeId, 'full', c.node.freeBytes, full));
+  const fits = new Map(candidates.map((c) => [c, fullFit(input, request, c)]));
+  const fitOf = (c: Candidate): NodeFit => fits.get(c)!;
+  // A copy wholly on its GPUs before one that spilled layers to RAM (stable: otherwise the order above).
+  const fitting = candidates.filter((c) => fitOf(c).fits).sort((a, b) => Number(fitOf(a).spilledLayers > 0) - Number(fitOf(b).spilledLayers > 0));
+  const singles = candidates.filter((c) => !fitOf(c).fits).map((c) => fitShortfall(c.node.nodeId, 'full', c.node, fitOf(c)));
 
   if (request.replicas > 1) {
     if (candidates.length < request.replicas) {
@@ -91,21 +116,29 @@ function planOver(input: PlanInput, request: Request, known: readonly KnownNode[
     }
     if (fitting.length < request.replicas) {
       return fail(
-        placementError('MEMORY_SHORTFALL', `${request.replicas} replicas of ${describeAsk(card, request)} need ${request.replicas} nodes with room; ${fitting.length} have it: ${describeShortfalls(singles)}`, { single: singles }),
+        placementError('MEMORY_SHORTFALL', `${request.replicas} replicas of ${describeAsk(card, request)} need ${request.replicas} nodes with room; ${fitting.length} have it: ${describeShortfalls(singles)}${spillHint(request, singles)}`, { single: singles }),
       );
     }
     const chosen = fitting.slice(0, request.replicas);
     const speeds = chosen.map((c) => singleSpeed(facts, c));
     // A copy without a figure makes the slowest unknown: none is shown rather than a guess.
     const slowest = speeds.reduce((a, b) => (a.tokPerS === null ? a : b.tokPerS === null || b.tokPerS < a.tokPerS ? b : a));
-    const placements = chosen.map((c) => fullPlacement(input, request, c, full));
-    return { ok: true, plan: buildPlan(input, request, 'replicas', placements, slowest, []) };
+    const placements = chosen.map((c) => fullPlacement(input, request, c, fitOf(c)));
+    return { ok: true, plan: buildPlan(input, request, 'replicas', placements, slowest, spillWarnings(placements)) };
   }
   const best = fitting[0];
   if (request.minNodes === 1 && best !== undefined) {
-    return { ok: true, plan: buildPlan(input, request, 'single', [fullPlacement(input, request, best, full)], singleSpeed(facts, best), []) };
+    const placement = fullPlacement(input, request, best, fitOf(best));
+    return { ok: true, plan: buildPlan(input, request, 'single', [placement], singleSpeed(facts, best), spillWarnings([placement])) };
   }
   return planPooled(input, request, known, candidates, fitting, singles);
+}
+
+/** What the plan says of layers left in system RAM (allow_spill): they decode at host-RAM speed. */
+function spillWarnings(placements: readonly Placement[]): string[] {
+  return placements
+    .filter((p) => p.spilledLayers > 0)
+    .map((p) => `${p.spilledLayers} of ${p.layerShare.layerCount} layers stay in system RAM on ${p.nodeId} (its GPUs hold ${p.layerShare.layerCount - p.spilledLayers}): they decode at RAM speed (allow_spill)`);
 }
 
 /** Contexts to try for an unset one: the default, then 256-token steps down to the fitted minimum. */

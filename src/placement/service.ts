@@ -21,6 +21,7 @@ import { planPlacement, type Plan, type PlanOptions, type PlanResult } from './p
 import { replanAfterDownloadFailure, replanAfterRefusal } from './replan.js';
 import { estimateMemory } from './memory.js';
 import { awaitingApproval, memberName, plannedDownloads, type DownloadsPlan } from './downloads.js';
+import type { RecordMoment } from '../diagnostics/recorder.js';
 
 /** A placement the planner refused, with its typed reason for the HTTP body and the CLI. */
 export class PlacementFailure extends ShoalError {
@@ -38,6 +39,8 @@ export interface PlaceRequest {
   parallel?: number;
   kvCacheType?: CardKvCacheType;
   flashAttention?: FlashAttentionMode;
+  /** Layers may stay in system RAM when a node's GPUs cannot hold its part (`launch --allow-spill`). */
+  allowSpill?: boolean;
   /** The operator already said yes to the downloads it starts (`launch --yes`): nothing waits. */
   approveDownloads?: boolean;
 }
@@ -59,6 +62,8 @@ export interface PlacementServiceOptions {
   /** The members that report a complete copy of a model (artifacts telemetry), this node included. */
   holders: (modelId: string) => string[];
   log: Logger;
+  /** The node's flight recorder: each placement decision made here is recorded (src/diagnostics/recorder.ts). */
+  moments?: RecordMoment;
 }
 
 export interface ModelFacts {
@@ -95,12 +100,16 @@ export function specFromPlan(plan: Plan, card: ModelCard, instanceId: InstanceId
       layerCount: p.layerShare.layerCount,
       holdsOutput: p.holdsOutput,
       tensorSplit: p.tensorSplit ?? null,
-      estimatedBytes: Math.ceil(p.estimate.totalBytes),
+      estimatedBytes: Math.ceil(p.ramBytes),
+      ...(p.gpuLayers !== null
+        ? { gpuLayers: p.gpuLayers, devices: p.devices.map((d) => ({ index: d.index, layerCount: d.layerCount, tensorSplit: d.tensorSplit, estimatedBytes: Math.ceil(d.bytes) })) }
+        : {}),
     })),
     contextTokens: plan.contextTokens,
     parallel: plan.parallel,
     kvCacheType: plan.kvCacheType,
     flashAttention: plan.flashAttention,
+    ...(plan.allowSpill ? { allowSpill: true } : {}),
     capabilities: capabilitiesOf(card),
     exclusions: plan.exclusions,
     replicas: plan.replicas,
@@ -128,6 +137,11 @@ export function planFromSpec(spec: InstanceSpec, facts: GgufFacts): Plan {
       freeBytes: 0,
       estimate: estimateMemory(facts, { firstLayer: p.firstLayer, layerCount: p.layerCount, holdsOutput: p.holdsOutput }, { contextTokens: spec.contextTokens, sequences: spec.parallel, kvCacheType: spec.kvCacheType, flashAttention: spec.flashAttention ?? 'auto' }),
       contextCeiling: spec.contextTokens,
+      // The layers per device as placed; their names and free VRAM at placement time are not in state.
+      devices: (p.devices ?? []).map((d) => ({ index: d.index, name: '', firstLayer: 0, layerCount: d.layerCount, holdsOutput: false, tensorSplit: d.tensorSplit, bytes: d.estimatedBytes, freeBytes: 0, fits: true })),
+      gpuLayers: p.gpuLayers ?? null,
+      spilledLayers: p.gpuLayers === undefined ? 0 : Math.max(0, p.layerCount - p.gpuLayers),
+      ramBytes: p.estimatedBytes,
     })),
     contextTokens: spec.contextTokens,
     contextCeiling: spec.contextTokens,
@@ -137,6 +151,8 @@ export function planFromSpec(spec: InstanceSpec, facts: GgufFacts): Plan {
     // A stamped instance's knobs are settled: a re-placement keeps them as if asked for.
     sizing: { parallel: 'request', contextTokens: 'request' },
     predictedDecodeTokPerS: spec.predictedDecodeTokPerS,
+    decodeUpperBoundTokPerS: null,
+    allowSpill: spec.allowSpill ?? false,
     speedArithmetic: [],
     warnings: spec.warnings,
     exclusions: spec.exclusions,
@@ -196,6 +212,7 @@ export class PlacementService {
       ...(parallel !== undefined ? { parallel } : {}),
       ...(request.kvCacheType !== undefined ? { kvCacheType: request.kvCacheType } : {}),
       ...(request.flashAttention !== undefined ? { flashAttention: request.flashAttention } : {}),
+      ...(request.allowSpill !== undefined ? { allowSpill: request.allowSpill } : {}),
       exclusions: this.resolveNodes(request.exclude ?? []),
     };
     const nodes = await this.options.nodes();
@@ -228,6 +245,7 @@ export class PlacementService {
     const pending = request.approveDownloads === true ? undefined : awaitingApproval(this.downloadsFor(result.plan, model));
     const instance = pending === undefined ? spec : { ...spec, awaitingApproval: pending };
     await this.options.plane.submit({ type: 'PlaceInstance', instance });
+    this.recordPlacement(spec, 'placed', null);
     this.options.log.info({ instanceId: spec.instanceId, modelId: spec.modelId, shape: spec.shape, nodes: spec.placements.map((p) => `${p.nodeId}:${p.role}`), awaitingApproval: pending?.length ?? 0 }, pending === undefined ? 'placed an instance' : 'placed an instance; its downloads wait for approval');
     return instance;
   }
@@ -288,6 +306,7 @@ export class PlacementService {
     const pending = instance.awaitingApproval === undefined ? undefined : awaitingApproval(this.downloadsFor(result.plan, model));
     const successor = pending === undefined ? planned : { ...planned, awaitingApproval: pending };
     await this.submitEnd(instance, 'replaced', `${why} on ${nodeId}: re-placed as ${successor.instanceId}`, successor);
+    this.recordPlacement(successor, `re-placed after ${why} on ${nodeId}`, instance.instanceId);
     return true;
   }
 
@@ -322,6 +341,19 @@ export class PlacementService {
     await this.options.plane.submit({ type: 'AddReplica', instanceId: instance.instanceId, placement: part });
     this.options.log.info({ instanceId: instance.instanceId, nodeId: part.nodeId }, `re-added a replica on ${memberName(this.options.plane.view().state, part.nodeId)}`);
     return true;
+  }
+
+  /** One placement decision as a node moment: ids and counts only, so it stays small. */
+  private recordPlacement(spec: InstanceSpec, why: string, replaces: string | null): void {
+    const nodes = spec.placements.map((p) => p.nodeId);
+    this.options.moments?.('placement', `${why}: ${spec.modelId} as ${spec.shape} on ${nodes.length} node(s)`, {
+      instanceId: spec.instanceId,
+      model: spec.modelId,
+      shape: spec.shape,
+      nodes: nodes.join(','),
+      nodeCount: nodes.length,
+      replaces,
+    });
   }
 
   private async submitEnd(instance: InstanceState, reason: InstanceEndReason, message: string, successor: InstanceSpec | null): Promise<void> {

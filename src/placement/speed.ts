@@ -38,7 +38,9 @@
 //
 // A node that has not measured its bandwidth gets no figure: CPU machines' RAM bandwidth spans more than
 // 2x, so a figure from the reference machine's would be a guess shown as a prediction. Likewise a backend
-// with no measured costs here (any GPU) gets no figure at all rather than a RAM-bandwidth guess.
+// with no measured costs here (any GPU) gets no figure at all rather than a RAM-bandwidth guess. In a
+// mixed split (GPU and CPU parts) the CPU parts' measured time still bounds the figure: the dry run shows
+// "at most" that, limited by the slowest measured parts, and never a GPU figure it did not measure.
 
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 import { engineOf } from '../models/cards/card.js';
@@ -98,6 +100,12 @@ export interface SpeedPart {
 export interface SpeedPrediction {
   /** null when the model cannot predict this placement (see `unpredictable`). */
   tokPerS: number | null;
+  /**
+   * Without a figure because some part runs on a backend with no measured costs (a GPU): the parts that
+   * were measured still take their time every token, so the split decodes at most this fast (the slowest
+   * measured parts bound it). null when there is a figure, or nothing measured to bound it with.
+   */
+  upperBoundTokPerS: number | null;
   secondsPerToken: number | null;
   /** Why there is no figure, when there is none. */
   unpredictable: string | null;
@@ -110,23 +118,53 @@ function costsOf(backend: string): EngineCosts | null {
 }
 
 function none(reason: string): SpeedPrediction {
-  return { tokPerS: null, secondsPerToken: null, unpredictable: reason, arithmetic: [reason] };
+  return { tokPerS: null, upperBoundTokPerS: null, secondsPerToken: null, unpredictable: reason, arithmetic: [reason] };
 }
 
-/** The last part that is not a donor drives: its engine's base cost and the relay are paid once per token. */
+/**
+ * The last part that is not a donor drives: its engine's base cost and the relay are paid once per token.
+ * A part on a backend without measured costs (any GPU) leaves no figure; the CPU parts that were measured
+ * then bound it from above (upperBoundTokPerS), with the relay, since the token waits for each of them.
+ */
 export function predictDecode(facts: GgufFacts, parts: readonly SpeedPart[]): SpeedPrediction {
   const driver = parts.find((p) => !p.donor);
   if (driver === undefined) return none('no part drives the model');
-  for (const part of parts) {
-    if (costsOf(part.backend) === null) return none(`no measured speed model for ${part.backend}: the speed is not predicted`);
-    if (part.memoryBandwidthBytesPerS === undefined) {
-      return none('a node has not measured its memory bandwidth (`shoal doctor` measures it): the speed is not predicted');
-    }
+  const unmeasured = parts.find((part) => costsOf(part.backend) === null);
+  if (unmeasured !== undefined) {
+    const reason = `no measured speed model for ${unmeasured.backend}: the speed is not predicted`;
+    const measured = parts.filter((part) => costsOf(part.backend) !== null);
+    // A bound from a node that never measured its bandwidth would be a guess too.
+    if (measured.length === 0 || measured.some((part) => part.memoryBandwidthBytesPerS === undefined)) return none(reason);
+    const bound = partsSeconds(facts, measured, parts.length > 1, costsOf(driver.backend)?.readFactor ?? 1);
+    const seconds = bound.seconds + NODE_RELAY_S;
+    const upper = 1 / seconds;
+    return {
+      tokPerS: null,
+      upperBoundTokPerS: upper,
+      secondsPerToken: null,
+      unpredictable: reason,
+      arithmetic: [reason, ...bound.arithmetic, `the measured parts alone: ${(seconds * 1e3).toFixed(3)} ms/token with the node's relay, so at most ${upper.toFixed(1)} tok/s`],
+    };
   }
+  if (parts.some((part) => part.memoryBandwidthBytesPerS === undefined)) {
+    return none('a node has not measured its memory bandwidth (`shoal doctor` measures it): the speed is not predicted');
+  }
+  const driverCosts = costsOf(driver.backend)!;
+  const { seconds: partSeconds, arithmetic } = partsSeconds(facts, parts, parts.length > 1, driverCosts.readFactor);
+  let seconds = partSeconds;
+  const fixed = driverCosts.baseS + NODE_RELAY_S;
+  seconds += fixed;
+  arithmetic.push(`per token: ${engineOf(driver.backend)} ${(driverCosts.baseS * 1e3).toFixed(3)} ms + the node's relay ${(NODE_RELAY_S * 1e3).toFixed(3)} ms`);
+  const tokPerS = 1 / seconds;
+  arithmetic.push(`${(seconds * 1e3).toFixed(3)} ms/token = ${tokPerS.toFixed(1)} tok/s`);
+  return { tokPerS, upperBoundTokPerS: null, secondsPerToken: seconds, unpredictable: null, arithmetic };
+}
+
+/** The per-token time of parts whose costs are known: reads, layers and (in a split) their RPC hops. */
+function partsSeconds(facts: GgufFacts, parts: readonly SpeedPart[], split: boolean, readFactor: number): { seconds: number; arithmetic: string[] } {
   let seconds = 0;
   const arithmetic: string[] = [];
-  const driverCosts = costsOf(driver.backend)!;
-  const split = parts.length > 1;
+  const driverCosts = { readFactor };
   for (const part of parts) {
     const costs = costsOf(part.backend)!;
     const bandwidth = part.memoryBandwidthBytesPerS!;
@@ -146,10 +184,5 @@ export function predictDecode(facts: GgufFacts, parts: readonly SpeedPart[]): Sp
       arithmetic.push(`RPC hop${part.donor ? '' : ' (the driver\'s own share, loopback)'} ${(hop * 1e3).toFixed(3)} ms`);
     }
   }
-  const fixed = driverCosts.baseS + NODE_RELAY_S;
-  seconds += fixed;
-  arithmetic.push(`per token: ${engineOf(driver.backend)} ${(driverCosts.baseS * 1e3).toFixed(3)} ms + the node's relay ${(NODE_RELAY_S * 1e3).toFixed(3)} ms`);
-  const tokPerS = 1 / seconds;
-  arithmetic.push(`${(seconds * 1e3).toFixed(3)} ms/token = ${tokPerS.toFixed(1)} tok/s`);
-  return { tokPerS, secondsPerToken: seconds, unpredictable: null, arithmetic };
+  return { seconds, arithmetic };
 }

@@ -13,6 +13,25 @@ export const MAX_REPORTED_RUNNERS = 12;
 export const MAX_REPORTED_PEERS = 32;
 const Bytes = z.number().int().min(0);
 
+/**
+ * One GPU as a node detects and samples it (issue #15). `compute` is the API an engine would drive it
+ * with; Apple silicon reports `unifiedMemory` (its VRAM is the system RAM, not to be counted twice).
+ * Utilization, temperature and power are null where the platform does not report them.
+ */
+export const GpuReading = z.strictObject({
+  index: z.number().int().min(0).max(63),
+  name: z.string().max(128),
+  vendor: z.enum(['nvidia', 'amd', 'apple', 'intel', 'other']),
+  compute: z.enum(['cuda', 'vulkan', 'metal']),
+  vramTotalBytes: Bytes,
+  vramFreeBytes: Bytes,
+  unifiedMemory: z.boolean(),
+  utilizationPct: z.number().min(0).max(100).nullable(),
+  temperatureC: z.number().min(-50).max(200).nullable(),
+  powerW: z.number().min(0).max(10_000).nullable(),
+});
+export type GpuReading = z.infer<typeof GpuReading>;
+
 /** What a node can offer placement, read every few seconds. Never event-sourced. */
 export const ResourcesMessage = z.strictObject({
   type: z.literal('resources'),
@@ -26,7 +45,9 @@ export const ResourcesMessage = z.strictObject({
     offerBytes: Bytes,
   }),
   cpu: z.strictObject({ cores: z.number().int().min(1), loadPct: z.number().min(0).max(100) }),
-  gpus: z.array(z.strictObject({ name: z.string().max(128), totalBytes: Bytes, usedBytes: Bytes })).max(MAX_REPORTED_GPUS),
+  gpus: z.array(GpuReading).max(MAX_REPORTED_GPUS),
+  /** `--vram-budget`: the most placement may use on each of this node's GPUs; absent or null = no cap beyond free VRAM. */
+  vramBudgetBytes: Bytes.nullable().optional(),
   backends: z.array(z.string().min(1).max(64)).max(MAX_REPORTED_BACKENDS),
   memoryBandwidthBytesPerS: z.number().min(0).nullable(),
   disk: z.strictObject({ freeBytes: Bytes.nullable() }),
@@ -106,6 +127,38 @@ export const DownloadsMessage = z.strictObject({
   seq: z.number().int().min(0),
   downloads: z.array(DownloadReport).max(MAX_REPORTED_DOWNLOADS),
 });
+/**
+ * A node's account of its own health (src/cluster/self-health.ts): at most one reason per kind, each
+ * clipped so that the worst case (every reason at its caps in three-byte characters) stays under
+ * MAX_TELEMETRY_MESSAGE_BYTES (src/cluster/self-health.test.ts checks it).
+ */
+export const MAX_REPORTED_HEALTH_REASONS = 6;
+export const HEALTH_TEXT_MAX_CHARS = 90;
+export const HEALTH_REMEDIATION_MAX_CHARS = 90;
+/** The build a node runs; members compare it with their own (a member on another build is a reason). */
+export const BuildReport = z.strictObject({
+  version: z.string().min(1).max(40),
+  /** The checkout's commit (short), null for an install that is not a git checkout. */
+  commit: z.string().regex(/^[0-9a-f]{4,40}$/).nullable(),
+});
+export const HealthReasonReport = z.strictObject({
+  /** Stable and short (`download-failed`, ...); any such word, so a newer member's new kind still parses here. */
+  code: z.string().regex(/^[a-z][a-z0-9-]{0,23}$/),
+  text: z.string().min(1).max(HEALTH_TEXT_MAX_CHARS),
+  remediation: z.string().min(1).max(HEALTH_REMEDIATION_MAX_CHARS),
+});
+/** What a node says about its own health and build, so every member's `/state` shows it. */
+export const HealthMessage = z.strictObject({
+  type: z.literal('health'),
+  clusterId: ClusterId,
+  nodeId: NodeId,
+  seq: z.number().int().min(0),
+  build: BuildReport,
+  reasons: z.array(HealthReasonReport).max(MAX_REPORTED_HEALTH_REASONS),
+});
+export type BuildReport = z.infer<typeof BuildReport>;
+export type HealthReasonReport = z.infer<typeof HealthReasonReport>;
+export type HealthMessage = z.infer<typeof HealthMessage>;
 export type DownloadReport = z.infer<typeof DownloadReport>;
 export type DownloadsMessage = z.infer<typeof DownloadsMessage>;
 export type ArtifactReport = z.infer<typeof ArtifactReport>;

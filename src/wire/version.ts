@@ -6,5 +6,11 @@
  * 2: the RPC tunnel's open frame and the model copy's read request may ask for a direct socket
  *    (router/direct-socket.ts), which version-1 strict schemas refuse.
  * 3: cluster settings in state and snapshots (SetSettings, SettingsChanged: master/state/settings.ts).
+ * 4: resources telemetry carries GpuReading entries in `gpus` (index, vendor, compute, VRAM total and
+ *    free, utilization, temperature, power: wire/telemetry.ts) instead of name/total/used.
+ *    Also the `tracing` setting (master/state/settings.ts) and traced `/shoal/infer/1` requests: the run
+ *    frame's `trace` context and the serving node's spans on the final frame (inference/protocol.ts).
+ *    Also per-GPU placement: `vramBudgetBytes` in resources, and in instance specs `allowSpill` and per
+ *    placement `gpuLayers` and `devices` (master/state/instances.ts).
  */
-export const WIRE_VERSION = 3;
+export const WIRE_VERSION = 4;

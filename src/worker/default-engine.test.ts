@@ -14,6 +14,11 @@ test('auto serves the default model through llama-server when it is built and th
   // A GPU node-llama-cpp would use beats the CPU-only managed llama-server.
   assert.equal(chooseDefaultEngine({ ...cpu, gpu: 'auto', gpuPresent: true }).engine, 'llama_cpp');
   assert.equal(chooseDefaultEngine({ ...cpu, gpu: 'cuda', gpuPresent: false }).engine, 'llama_cpp');
+  // A llama-server built for the GPU this node has runs on it, and wins; --gpu false keeps the CPU rule.
+  const onGpu = chooseDefaultEngine({ ...cpu, gpu: 'auto', gpuPresent: true, llamaServerOnGpu: true });
+  assert.equal(onGpu.engine, 'llama_server');
+  assert.match(onGpu.reason, /GPU/);
+  assert.equal(chooseDefaultEngine({ ...cpu, gpu: false, gpuPresent: true, llamaServerOnGpu: true }).engine, 'llama_server');
 });
 
 test('--engine forces one engine; llama_server without the build fails the start with what to do', () => {

@@ -1,9 +1,9 @@
 // Which engine serves the node's own default model: the managed llama-server when this node has it
-// built and computes on the CPU, else node-llama-cpp in its runner child. Measured on 2 cores, the
+// built and it can use the hardware node-llama-cpp would (the CPU, or a GPU it was built for), else
+// node-llama-cpp in its runner child. Measured on 2 cores, the
 // managed llama-server decodes at ~0.95x a hand-launched one where the runner child gets 0.81x (200M
 // model) and 0.26x (20M model, 2 threads): node-llama-cpp's prebuilt binaries keep no thread pool.
 
-import { existsSync, readdirSync } from 'node:fs';
 import { ShoalError } from '../common/errors.js';
 import type { GpuChoice } from './runner/protocol.js';
 
@@ -24,10 +24,19 @@ export function parseEngineRequest(value: string): EngineRequest {
 }
 
 /**
- * The engine for the default model. The managed llama-server is started CPU-only (no `-ngl`), so on a
- * node whose GPU node-llama-cpp would use, node-llama-cpp stays the faster choice.
+ * The engine for the default model. A llama-server built for this node's GPU runs on it with every
+ * layer offloaded (engine-factory.ts `servedByLlamaServer`) and is preferred; a CPU-built one does
+ * not use the GPU, so on a node whose GPU node-llama-cpp would use, node-llama-cpp is the faster choice.
  */
-export function chooseDefaultEngine(input: { requested: EngineRequest; llamaServerBuilt: boolean; gpu: GpuChoice; gpuPresent: boolean }): DefaultEngine {
+export function chooseDefaultEngine(input: {
+  requested: EngineRequest;
+  llamaServerBuilt: boolean;
+  gpu: GpuChoice;
+  /** node-llama-cpp loads a GPU build here (src/worker/gpus.ts: the node advertises a `llama_cpp-<gpu>` tag). */
+  gpuPresent: boolean;
+  /** The managed engines were built for a GPU compute a detected device has (default false). */
+  llamaServerOnGpu?: boolean;
+}): DefaultEngine {
   const { requested, llamaServerBuilt, gpu, gpuPresent } = input;
   if (requested === 'llama_cpp') return { engine: 'llama_cpp', reason: 'the in-process engine was asked for (--engine llama_cpp)' };
   if (requested === 'llama_server') {
@@ -35,19 +44,9 @@ export function chooseDefaultEngine(input: { requested: EngineRequest; llamaServ
     return { engine: 'llama_server', reason: 'llama-server was asked for (--engine llama_server)' };
   }
   if (!llamaServerBuilt) return { engine: 'llama_cpp', reason: 'llama-server is not built on this node (`shoal doctor --fix` builds it)' };
+  if (gpu !== false && input.llamaServerOnGpu === true) return { engine: 'llama_server', reason: "llama-server is built for this node's GPU and runs the model on it" };
   if (gpu !== false && (gpu !== 'auto' || gpuPresent)) {
     return { engine: 'llama_cpp', reason: `the managed llama-server runs on the CPU and node-llama-cpp can use this node's GPU (--gpu ${gpu})` };
   }
   return { engine: 'llama_server', reason: 'llama-server is built here and decodes faster than the in-process engine on the CPU' };
-}
-
-/** Whether `--gpu auto` may find a GPU here: the devices node-llama-cpp's GPU backends open, or Apple silicon. */
-export function gpuDevicePresent(): boolean {
-  if (process.platform === 'darwin') return process.arch === 'arm64';
-  if (existsSync('/dev/nvidia0')) return true;
-  try {
-    return readdirSync('/dev/dri').some((name) => name.startsWith('renderD'));
-  } catch {
-    return false;
-  }
 }

@@ -8,7 +8,9 @@ import type { InstanceId, ModelId, NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
 import type { ModelCapability } from '../wire/capability.js';
 import { engineOf, type FlashAttentionMode } from '../models/cards/card.js';
-import type { InstanceState } from '../master/state/instances.js';
+import type { InstancePlacement, InstanceState } from '../master/state/instances.js';
+import { tensorSplitOf } from '../placement/plan.js';
+import { partOffload } from './engines/llama-server-args.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../wire/telemetry.js';
 import { assignmentsFor, memoryGuard, nextActions, type Assignment } from './assignments.js';
@@ -37,20 +39,27 @@ export interface DriverSpec {
   capabilities: ModelCapability[];
   /** `host:port` of each donor, in the plan's device order; empty for a single-node llama-server. */
   rpcServers: string[];
-  /** `--tensor-split`, donors then the driver; null for a single node. */
+  /** `--tensor-split`, donors then the driver (each GPU of a part its own device); null for one device. */
   tensorSplit: string | null;
+  /** `-ngl` of a part on a GPU backend (partOffload); absent: 0, or all layers with `rpcServers`. */
+  gpuLayers?: number;
+  /** The part's GPUs by llama.cpp name (`--device`); absent: the binary's choice. */
+  devices?: string[];
 }
+
+/** What a donor needs of its placement to pick the devices ggml-rpc-server serves (donorDevices). */
+export type DonorPart = Pick<InstancePlacement, 'backend' | 'devices'>;
 
 /** Engines other than node-llama-cpp; absent when this node has not built them (`shoal doctor --fix`). */
 export interface EngineFactory {
   llamaServer(spec: DriverSpec): InstanceRunner;
   /** Starts a `ggml-rpc-server` on loopback; `port()` is where the tunnel connects once it is up. */
-  rpcDonor(instanceId: InstanceId): InstanceRunner & { port(): number | null };
+  rpcDonor(instanceId: InstanceId, part?: DonorPart): InstanceRunner & { port(): number | null };
   /**
    * A `ggml-rpc-server` for the driver's own share: on a CPU-only build llama-server does not count the
    * CPU as a device once `--rpc` is given, so the driver's layers go to a local RPC server too.
    */
-  localDonor(instanceId: InstanceId): InstanceRunner & { port(): number | null };
+  localDonor(instanceId: InstanceId, part?: DonorPart): InstanceRunner & { port(): number | null };
 }
 
 export interface RpcTunnels {
@@ -176,7 +185,7 @@ export class InstanceHost implements AsyncDisposable {
       await this.once(instance, () => this.options.placement.replace(instance, this.options.selfId, 'refused'));
       throw new ShoalError('PLACEMENT_FAILED', `refused by the memory guard: ${verdict.message}`);
     }
-    if (placement.role === 'donor') return this.launchDonor(instance, log);
+    if (placement.role === 'donor') return this.launchDonor(instance, placement, log);
     let modelPath: string;
     try {
       modelPath = await this.options.modelPath(instance.modelId, signal);
@@ -196,9 +205,15 @@ export class InstanceHost implements AsyncDisposable {
     }
     const engines = this.requireEngines(placement.backend);
     if (placement.role === 'full') {
-      return engines.llamaServer({ ...this.driverBase(instance, modelPath), rpcServers: [], tensorSplit: null });
+      const offload = partOffload(placement);
+      return engines.llamaServer({
+        ...this.driverBase(instance, modelPath),
+        rpcServers: [],
+        tensorSplit: offload?.tensorSplit ?? null,
+        ...(offload ? { gpuLayers: offload.gpuLayers, devices: offload.devices } : {}),
+      });
     }
-    return this.launchDriver(instance, modelPath, engines, signal, log);
+    return this.launchDriver(instance, placement, modelPath, engines, signal, log);
   }
 
   private driverBase(instance: InstanceState, modelPath: string): Omit<DriverSpec, 'rpcServers' | 'tensorSplit'> {
@@ -221,13 +236,13 @@ export class InstanceHost implements AsyncDisposable {
     return this.options.engines;
   }
 
-  private launchDonor(instance: InstanceState, log: Logger): InstanceRunner {
-    const donor = this.requireEngines('rpc-cpu').rpcDonor(instance.instanceId);
+  private launchDonor(instance: InstanceState, placement: InstancePlacement, log: Logger): InstanceRunner {
+    const donor = this.requireEngines(placement.backend).rpcDonor(instance.instanceId, placement);
     log.info('rpc donor starting');
     return donor;
   }
 
-  private async launchDriver(instance: InstanceState, modelPath: string, engines: EngineFactory, signal: AbortSignal, log: Logger): Promise<InstanceRunner> {
+  private async launchDriver(instance: InstanceState, placement: InstancePlacement, modelPath: string, engines: EngineFactory, signal: AbortSignal, log: Logger): Promise<InstanceRunner> {
     const donors = instance.placements.filter((p) => p.role === 'donor');
     await this.waitForDonors(instance, donors.map((d) => d.nodeId), signal);
     const rpcServers: string[] = [];
@@ -245,12 +260,16 @@ export class InstanceHost implements AsyncDisposable {
       });
       rpcServers.push(`127.0.0.1:${tunnel.port}`);
     }
-    const own = engines.localDonor(instance.instanceId);
+    // The driver's own share goes through a local donor on its planned GPUs (or CPU), so llama-server
+    // sees every part as an RPC device, in the order the split weights are in; no `--device` here, as
+    // naming devices would drop the RPC ones.
+    const own = engines.localDonor(instance.instanceId, placement);
     closers.push(() => own.stop());
     await own.whenReady(signal);
     rpcServers.push(`127.0.0.1:${own.port()}`);
-    // Device order: the donors as placed, then the driver's own server, as the plan's split weights are.
-    const tensorSplit = instance.placements.map((p) => p.tensorSplit ?? 0).join(',');
+    // Device order: the donors as placed, then the driver's own server, as the plan's split weights are;
+    // a part on several GPUs is one RPC device per GPU, one weight each.
+    const tensorSplit = tensorSplitOf(instance.placements);
     log.info({ rpcServers, tensorSplit }, 'pooled driver starting');
     return engines.llamaServer({ ...this.driverBase(instance, modelPath), rpcServers, tensorSplit });
   }

@@ -40,4 +40,13 @@ export interface InstanceRunner {
   whenReady(signal?: AbortSignal): Promise<void>;
   run?(task: RunnerTask, signal: AbortSignal): AsyncIterable<TaskEvent>;
   stop(): Promise<void>;
+  /**
+   * SIGKILLs the engine's process group now (the hang watchdog's remedy for a silent engine). The
+   * engine then sees a crash like any other: the requests it held end with RUNNER_CRASHED and its
+   * crash-loop policy restarts it, the kill counting toward the breaker. `reason` explains the crash
+   * in status and the log. Nothing happens when no process runs.
+   */
+  kill?(reason: string): void;
+  /** The engine process's last stderr lines (at most STDERR_TAIL_LINES, newest last), kept across restarts. */
+  stderrTail?(): string[];
 }

@@ -1,10 +1,13 @@
 import { newInstanceId, type InstanceId, type ModelId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
+import type { RecordMoment } from '../diagnostics/recorder.js';
+import type { RunnerDiagnostics } from '../wire/diagnostics.js';
 import type { ModelCapability } from '../wire/capability.js';
 import type { InstanceRole } from '../wire/instance-role.js';
 import type { InstanceRunner, RunnerStatus } from './runner-contract.js';
 import type { GpuChoice, RunnerConfig } from './runner/protocol.js';
 import { RunnerSupervisor } from './runner/supervisor.js';
+import { RecordedRunner } from './recorded-runner.js';
 
 export interface WorkerOptions {
   log: Logger;
@@ -15,6 +18,10 @@ export interface WorkerOptions {
   contextSize: number;
   /** Concurrent requests per instance, batched as sequences of one context (the default model's instance). */
   sequences: number;
+  /** The hang watchdog's silence limit per generation (recorded-runner.ts). Default 60 000. */
+  stallTimeoutMs?: number;
+  /** Where runner crashes, stalls and open breakers are recorded as node moments. */
+  recordMoment?: RecordMoment;
 }
 
 export interface LocalInstance {
@@ -50,6 +57,8 @@ export interface ServedBy {
 /** Runs this node's model instances (or parts of them), one supervised engine process each. */
 export class Worker implements AsyncDisposable {
   private readonly instances = new Map<InstanceId, LocalInstance>();
+  /** Each attached instance's runner as wrapped: its flight recorder and hang watchdog. */
+  private readonly recorded = new Map<InstanceId, RecordedRunner>();
   private readonly listeners = new Set<() => void>();
 
   constructor(private readonly options: WorkerOptions) {}
@@ -79,10 +88,20 @@ export class Worker implements AsyncDisposable {
     });
   }
 
+  /** Holds an instance; its runner is wrapped in a flight recorder and hang watchdog (the returned instance holds the wrapper). */
   attach(instance: LocalInstance): LocalInstance {
-    this.instances.set(instance.instanceId, instance);
+    const runner = new RecordedRunner(instance.runner, {
+      instanceId: instance.instanceId,
+      modelId: instance.modelId,
+      log: this.options.log.child({ instanceId: instance.instanceId, modelId: instance.modelId }),
+      ...(this.options.stallTimeoutMs !== undefined ? { stallTimeoutMs: this.options.stallTimeoutMs } : {}),
+      ...(this.options.recordMoment ? { recordMoment: this.options.recordMoment } : {}),
+    });
+    const held = { ...instance, runner };
+    this.instances.set(instance.instanceId, held);
+    this.recorded.set(instance.instanceId, runner);
     this.changed();
-    return instance;
+    return held;
   }
 
   /** Stops and forgets an instance; its open requests end with RUNNER_STOPPED. */
@@ -90,6 +109,7 @@ export class Worker implements AsyncDisposable {
     const instance = this.instances.get(instanceId);
     if (!instance) return;
     this.instances.delete(instanceId);
+    this.recorded.delete(instanceId);
     this.changed();
     await instance.runner.stop();
   }
@@ -105,6 +125,7 @@ export class Worker implements AsyncDisposable {
   }
 
   changed(): void {
+    for (const runner of this.recorded.values()) runner.observe();
     for (const listener of this.listeners) listener();
   }
 
@@ -121,9 +142,32 @@ export class Worker implements AsyncDisposable {
     }));
   }
 
+  /** Each instance's runner with its flight recorder and its engine's stderr tail, for `GET /diagnostics/node`. */
+  diagnostics(): RunnerDiagnostics[] {
+    return [...this.instances.values()].map((instance) => {
+      const status = instance.runner.status();
+      const recorded = this.recorded.get(instance.instanceId);
+      return {
+        instanceId: instance.instanceId,
+        modelId: instance.modelId,
+        backend: instance.backend,
+        role: instance.role,
+        state: status.state,
+        reason: status.reason,
+        pid: status.pid,
+        restarts: status.restarts,
+        inFlight: status.inFlight,
+        queued: status.queued,
+        recorder: recorded?.recorder.entries() ?? [],
+        stderrTail: recorded?.stderrTail() ?? [],
+      };
+    });
+  }
+
   async stop(): Promise<void> {
     const all = [...this.instances.values()];
     this.instances.clear();
+    this.recorded.clear();
     await Promise.all(all.map((instance) => instance.runner.stop()));
   }
 

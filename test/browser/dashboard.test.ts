@@ -16,7 +16,7 @@ import { startTestNode, type TestNode } from '../support/node-process.js';
  * instance with the placement preview. Screenshots land in test-artifacts/screenshots/.
  */
 
-const PAGES = ['cluster', 'models', 'chat', 'metrics', 'logs'] as const;
+const PAGES = ['cluster', 'models', 'chat', 'metrics', 'logs', 'observability'] as const;
 const REPO = 'shoal-test/Tiny-GGUF';
 const Q4 = 'Tiny-Q4_K_M.gguf';
 /** Playwright waits: long enough for a busy 2-core machine, short enough to fail clearly. */
@@ -47,6 +47,9 @@ async function ready(page: Page, name: (typeof PAGES)[number]): Promise<void> {
       break;
     case 'logs':
       await page.locator('.log-line').first().waitFor(wait);
+      break;
+    case 'observability':
+      await page.locator('[data-timeline-kind="start"]').first().waitFor(wait);
       break;
   }
 }
@@ -122,7 +125,7 @@ describe('the dashboard on one node', { timeout: 600_000 }, () => {
     await page.locator('[data-theme-toggle]').click();
     assert.equal(await page.locator('html').getAttribute('data-theme'), 'dark');
     await page.reload();
-    await ready(page, 'logs');
+    await ready(page, 'observability');
     assert.equal(await page.locator('html').getAttribute('data-theme'), 'dark', 'the choice survives a reload');
     assertClean(dash, node.url);
   });

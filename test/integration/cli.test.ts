@@ -52,7 +52,7 @@ describe('without a node', () => {
 
   test('--help works on every command and subcommand, and help <command> is the same', async () => {
     const commands = [
-      [], ['run'], ['launch'], ['ps'], ['chat'], ['pull'], ['rm'], ['models'], ['doctor'], ['logs'], ['service'], ['config'], ['version'],
+      [], ['run'], ['launch'], ['ps'], ['chat'], ['pull'], ['rm'], ['models'], ['doctor'], ['diagnose'], ['trace'], ['logs'], ['service'], ['config'], ['version'],
       ...['search', 'add', 'pull', 'ls', 'rm', 'launch', 'stop', 'approve', 'generate'].map((sub) => ['models', sub]),
       ...['status', 'token', 'invite', 'join', 'approve', 'decline', 'remove', 'leave', 'dissolve', 'nickname', 'make-host'].map((c) => [c]),
     ];

@@ -2,48 +2,14 @@
 // unpersisted in /state, recovery when space returns, and one clear line when a node cannot start.
 // A real tmpfs of a few MiB is the full disk (needs root, as CI runs; skipped with the reason otherwise).
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, open, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { startTestNode } from '../support/node-process.js';
+import { fillDisk, smallTmpfs } from '../support/tmpfs.js';
 import { sleep } from '../support/wait.js';
 
-const MOUNT_BYTES = 48 * 1024 * 1024;
-let mount: string | null = null;
-let skip: string | false = false;
-
-before(async () => {
-  if (process.getuid?.() !== 0) {
-    skip = 'needs root to mount a small tmpfs as the full disk';
-    return;
-  }
-  const dir = await mkdtemp(join(tmpdir(), 'shoal-diskfull-'));
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${MOUNT_BYTES}`, 'tmpfs', dir]);
-    mount = dir;
-  } catch (error) {
-    skip = `cannot mount a tmpfs here (${(error as Error).message.split('\n')[0]})`;
-  }
-});
-
-after(async () => {
-  if (mount !== null) execFileSync('umount', ['-l', mount]);
-});
-
-/** Writes zeros into `path` until the filesystem refuses: the disk is then full. */
-async function fillDisk(path: string): Promise<void> {
-  const handle = await open(path, 'w');
-  const chunk = Buffer.alloc(256 * 1024);
-  try {
-    for (;;) await handle.write(chunk);
-  } catch (error) {
-    assert.equal((error as NodeJS.ErrnoException).code, 'ENOSPC');
-  } finally {
-    await handle.close().catch(() => {});
-  }
-}
+const disk = smallTmpfs('shoal-diskfull-');
 
 async function post(url: string, body: unknown): Promise<{ status: number; body: { ok?: boolean; error?: { code: string; message: string } } }> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -57,8 +23,8 @@ interface HealthBody {
 }
 
 test('a full disk refuses cluster changes with DISK_FULL, degrades /healthz, shows nothing unpersisted and recovers', async (t) => {
-  if (skip !== false) return t.skip(skip);
-  const root = mount as string;
+  if (disk.skip !== false) return t.skip(disk.skip);
+  const root = disk.path as string;
   await using node = await startTestNode({ dataDir: join(root, 'data') });
   const self = (await (await fetch(`${node.url}/healthz`)).json()) as { name: string };
   assert.equal((await post(`${node.url}/cluster/invite-code`, {})).status, 200, 'founds the cluster');
@@ -104,8 +70,8 @@ test('a full disk refuses cluster changes with DISK_FULL, degrades /healthz, sho
 });
 
 test('a node started on a full disk exits 1 with one clear line instead of a stack', async (t) => {
-  if (skip !== false) return t.skip(skip);
-  const root = mount as string;
+  if (disk.skip !== false) return t.skip(disk.skip);
+  const root = disk.path as string;
   const fill = join(root, 'fill-start');
   await fillDisk(fill);
   try {

@@ -9,6 +9,8 @@ import { describe, test } from 'node:test';
 import { ShoalError, type ErrorCode } from '../../src/common/errors.js';
 import { TaskEvent, type InferenceTask } from '../../src/wire/task.js';
 import type { InstanceRunner } from '../../src/worker/runner-contract.js';
+import { pino } from 'pino';
+import { RecordedRunner } from '../../src/worker/recorded-runner.js';
 
 export type ServingRunner = InstanceRunner & Required<Pick<InstanceRunner, 'run'>>;
 
@@ -241,6 +243,42 @@ export function runnerComplianceSuite(name: string, makeRunner: (options: Compli
         assert.equal(status.restarts, 1);
         assert.notEqual(status.pid, pid);
         assert.equal(completionTokens(await collect(runner, 3)), 3);
+      }));
+
+    test('an engine that stops producing tokens trips the watchdog the worker wraps it in: RUNNER_STALLED, restarted, serving again', () =>
+      withRunner({ slots: 1 }, async (engine) => {
+        // Wrapped as the worker wraps every runner it attaches, with a short silence limit (the
+        // tiny model emits tokens many times a second, even on a loaded machine).
+        const runner = new RecordedRunner(engine, { instanceId: 'compliance', modelId: suite.modelId, log: pino({ level: 'silent' }), stallTimeoutMs: 2000 }) as ServingRunner;
+        try {
+          await runner.whenReady();
+          const pid = runner.status().pid!;
+          // SIGSTOP freezes the engine's own process (its pid is its process group's): it holds its
+          // slot and says nothing, as a hung engine does; the watchdog's SIGKILL ends it all the same.
+          await fails(
+            collect(runner, null, (_event, texts) => texts === 3 && process.kill(pid, 'SIGSTOP')),
+            'RUNNER_STALLED',
+          );
+          await eventually(() => runner.status().state === 'ready' && runner.status().restarts === 1, 'it restarts through the crash path');
+          assert.notEqual(runner.status().pid, pid);
+          await eventually(() => gone(pid), 'the stopped engine process is gone');
+          assert.equal(completionTokens(await collect(runner, 3)), 3);
+          assert.equal(runner.status().inFlight, 0);
+          const recorded = runner as RecordedRunner;
+          recorded.observe();
+          const entries = recorded.recorder.entries();
+          const stalled = entries.find((entry) => entry.phase === 'stalled');
+          assert.ok(stalled?.requestId, JSON.stringify(entries));
+          assert.deepEqual(
+            entries.filter((entry) => entry.requestId === stalled.requestId).map((entry) => entry.phase),
+            ['queued', 'prefill', 'decode', 'stalled'],
+          );
+          const processPhases = entries.filter((entry) => entry.requestId === null).map((entry) => entry.phase);
+          assert.deepEqual(processPhases.slice(0, 2), ['loading', 'ready']);
+          assert.ok(processPhases.includes('crashed') && processPhases.includes('restarting'), `process phases: ${processPhases.join(', ')}`);
+        } finally {
+          await runner.stop();
+        }
       }));
 
     test('repeated crashes open the circuit breaker: state failed, requests refused with MODEL_FAILED', () =>

@@ -1,6 +1,7 @@
 // The cluster as a graph: members as boxes (this node and the master marked, memory, CPU and GPU use,
-// a health ring whose hover text says what is wrong and what to do), lines for the links between
-// them, and nodes seen on the network but not in the cluster as dashed boxes off to the side.
+// a health ring and a badge per health reason, whose hover texts say what is wrong and what to do),
+// lines for the links between them, and nodes seen on the network but not in the cluster as dashed
+// boxes off to the side.
 
 import { useEffect, useState, type ReactNode } from 'react';
 import { circleLayout } from '../lib/chart.js';
@@ -8,6 +9,7 @@ import { formatBytes, formatPercent } from '../lib/format.js';
 import type { NodeHealth, NodeResources, StateView } from '../lib/types.js';
 import { HEALTH_WORDS } from '../lib/words.js';
 import { healthTitle } from './Bits.js';
+import { SvgReasonBadges } from './HealthReasons.js';
 
 interface GraphNode {
   nodeId: string;
@@ -20,7 +22,8 @@ interface GraphNode {
 }
 
 const BOX_W = 176;
-const BOX_H = 104;
+// The last row holds the health reason badges (HealthReasons.tsx).
+const BOX_H = 120;
 /** Below this width the boxes stack in a column drawn at full size: a circle scaled to a phone is unreadable. */
 const NARROW_QUERY = '(max-width: 560px)';
 const COLUMN_GAP = 28;
@@ -50,8 +53,9 @@ export function usageOf(resources: NodeResources | undefined): Usage {
   // Readings older than a few telemetry beats (2 s each) are shown with their age.
   const age = resources.ageMs > 10_000 ? ` (${Math.round(resources.ageMs / 1000)} s old)` : '';
   const usedMemory = memory.totalBytes - memory.availableBytes;
-  const gpuTotal = gpus.reduce((s, g) => s + g.totalBytes, 0);
-  const gpuUsed = gpus.reduce((s, g) => s + g.usedBytes, 0);
+  // Per device: VRAM (system RAM on unified-memory machines), as the node last sampled it.
+  const gpuTotal = gpus.reduce((s, g) => s + g.vramTotalBytes, 0);
+  const gpuUsed = gpus.reduce((s, g) => s + Math.max(0, g.vramTotalBytes - g.vramFreeBytes), 0);
   return {
     memory: memory.totalBytes > 0 ? usedMemory / memory.totalBytes : null,
     cpu: cpu.loadPct / 100,
@@ -59,7 +63,7 @@ export function usageOf(resources: NodeResources | undefined): Usage {
     text: {
       memory: `${formatBytes(usedMemory)} of ${formatBytes(memory.totalBytes)}${age}`,
       cpu: `${Math.round(cpu.loadPct)}% of ${cpu.cores} cores${age}`,
-      gpu: gpus.length === 0 ? 'no GPU' : `${formatBytes(gpuUsed)} of ${formatBytes(gpuTotal)} (${gpus.map((g) => g.name).join(', ')})${age}`,
+      gpu: gpus.length === 0 ? 'no GPU' : `${formatBytes(gpuUsed)} of ${formatBytes(gpuTotal)} VRAM (${gpus.map((g) => `${g.name}, ${g.compute}${g.unifiedMemory ? ', unified' : ''}`).join('; ')})${age}`,
     },
   };
 }
@@ -174,6 +178,7 @@ export function Topology({ state }: { state: StateView }): ReactNode {
             <Bar x={12} y={52} label="MEM" fraction={usage.memory} text={usage.text.memory} />
             <Bar x={12} y={68} label="CPU" fraction={usage.cpu} text={usage.text.cpu} />
             <Bar x={12} y={84} label="GPU" fraction={usage.gpu} text={usage.text.gpu} />
+            <SvgReasonBadges health={node.health} x={12} y={99} width={BOX_W - 24} />
           </g>
         );
       })}

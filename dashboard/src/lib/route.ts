@@ -1,7 +1,7 @@
-// Hash routes: `#/cluster`, `#/models`, `#/chat`, `#/metrics`, `#/logs`, `#/settings`. A hash keeps every page on the
+// Hash routes: `#/cluster`, `#/models`, `#/chat`, `#/metrics`, `#/logs`, `#/observability`, `#/settings`. A hash keeps every page on the
 // one URL the node serves, so a reload or a shared link needs no server-side routing.
 
-export const PAGES = ['cluster', 'models', 'chat', 'metrics', 'logs', 'settings'] as const;
+export const PAGES = ['cluster', 'models', 'chat', 'metrics', 'logs', 'observability', 'settings'] as const;
 export type Page = (typeof PAGES)[number];
 
 export interface Route {

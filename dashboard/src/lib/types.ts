@@ -11,6 +11,22 @@ export type { InstanceView, MemberView, NodeHealth } from '../../../src/api/cont
 export type { DownloadListView, DownloadView, ModelListView, ModelView, SearchResultView } from '../../../src/models/views.js';
 export type { PlacementError as PlacementErrorView } from '../../../src/placement/errors.js';
 export type { Plan as PlanView } from '../../../src/placement/plan.js';
+export type {
+  Attributes,
+  ClusterDiagnostics,
+  EnvelopePoint,
+  MemberDiagnostics,
+  NodeDiagnostics,
+  PerformanceEnvelope,
+  PerformanceView,
+  RunnerDiagnostics,
+  RunnerEntry,
+  Span,
+  Timeline,
+  TimelineEntry,
+  Trace,
+  TraceSummary,
+} from '../../../src/wire/diagnostics.js';
 
 /** One node's latest resources reading (`/state`'s `resources`), with its age. */
 export type NodeResources = ResourcesView;

@@ -6,6 +6,7 @@ import { api } from '../api.js';
 import { Empty, HealthBadge, UsageBar } from '../components/Bits.js';
 import { ActionButton, ConfirmButton, Modal, useAction } from '../components/Modal.js';
 import { ConnectPanel } from '../components/ConnectPanel.js';
+import { ReasonBadges } from '../components/HealthReasons.js';
 import { ClusterDownloads } from '../components/ClusterDownloads.js';
 import { Topology, usageOf } from '../components/Topology.js';
 import { formatDuration } from '../lib/format.js';
@@ -90,6 +91,7 @@ function Members({ state }: { state: StateView }): ReactNode {
                 {m.isMaster && <span className="tag tag-master">Master</span>}
                 {m.hostPreferred && !m.isMaster && <span className="tag">Preferred host</span>}
                 <HealthBadge health={m.health} />
+                <ReasonBadges health={m.health} />
               </div>
               <div className="muted mono" title="Fingerprint: compare it with what this member's own dashboard or `shoal status` shows">
                 {m.fingerprint}

@@ -12,6 +12,7 @@ import { formatBytes, formatDuration, formatNumber } from '../lib/format.js';
 import { routeHash } from '../lib/route.js';
 import { appendSample, pointsOf, samplesOf, type MetricsSample, type SeriesView } from '../lib/series.js';
 import { useLive } from '../live.js';
+import type { StateView } from '../lib/types.js';
 
 const WINDOW_MS = 10 * 60 * 1000;
 /** 10 minutes of 2 s samples, as the node keeps. */
@@ -151,6 +152,47 @@ export function MetricsPage({ params }: { params: Record<string, string> }): Rea
           )}
         </div>
       )}
+      {state && <GpuDevices state={state} node={node} />}
     </div>
+  );
+}
+
+/** Each GPU of the chosen node (or of every node) as its latest resources report says: a row per device. */
+function GpuDevices({ state, node }: { state: StateView; node: string }): ReactNode {
+  const members = state.members.length > 0 ? state.members : [{ nodeId: state.nodeId, name: state.name, nickname: null }];
+  const rows = members
+    .filter((m) => node === 'all' || m.nodeId === node)
+    .flatMap((m) => (state.resources[m.nodeId]?.gpus ?? []).map((gpu) => ({ node: m.nickname ?? m.name, nodeId: m.nodeId, gpu })));
+  if (rows.length === 0) return null;
+  const unknown = '-';
+  return (
+    <table className="gpu-devices" aria-label="GPU devices">
+      <thead>
+        <tr>
+          <th>Node</th>
+          <th>GPU</th>
+          <th>Compute</th>
+          <th>VRAM free</th>
+          <th>Use</th>
+          <th>Temperature</th>
+          <th>Power</th>
+        </tr>
+      </thead>
+      <tbody>
+        {rows.map(({ node: name, nodeId, gpu }) => (
+          <tr key={`${nodeId}/${gpu.index}`}>
+            <td>{name}</td>
+            <td>{gpu.name}</td>
+            <td>{gpu.compute}{gpu.unifiedMemory ? ' (unified memory)' : ''}</td>
+            <td>
+              {formatBytes(gpu.vramFreeBytes)} of {formatBytes(gpu.vramTotalBytes)}
+            </td>
+            <td>{gpu.utilizationPct === null ? unknown : pct(gpu.utilizationPct)}</td>
+            <td>{gpu.temperatureC === null ? unknown : `${formatNumber(gpu.temperatureC)} °C`}</td>
+            <td>{gpu.powerW === null ? unknown : `${formatNumber(gpu.powerW)} W`}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   );
 }

@@ -56,7 +56,9 @@ function PlanPreview({ plan }: { plan: PlanView }): ReactNode {
         <span className="tag">{SHAPE_WORDS[plan.shape] ?? plan.shape}</span>
         <span>
           {plan.predictedDecodeTokPerS === null ? (
-            <span data-predicted="none">No prediction (not measured)</span>
+            <span data-predicted="none">
+              No prediction (not measured){plan.decodeUpperBoundTokPerS !== null && <> · at most {formatNumber(plan.decodeUpperBoundTokPerS)} tokens/s (its measured CPU parts)</>}
+            </span>
           ) : (
             <>
               Predicted <strong data-predicted>{formatNumber(plan.predictedDecodeTokPerS)} tokens/s</strong> per request
@@ -90,7 +92,14 @@ function PlanPreview({ plan }: { plan: PlanView }): ReactNode {
                 {p.layerShare.layerCount} ({formatPercent(p.layerShare.fraction)})
               </td>
               <td>
-                {formatBytes(p.estimate.totalBytes)} of {formatBytes(p.freeBytes)} free
+                {p.gpuLayers === null ? '' : 'RAM '}
+                {formatBytes(p.ramBytes)} of {formatBytes(p.freeBytes)} free
+                {p.spilledLayers > 0 && <> · {p.spilledLayers} layers spilled to RAM</>}
+                {p.devices.map((d) => (
+                  <div key={d.index} className="small" data-plan-device={d.index} data-fits={d.fits}>
+                    GPU {d.index} {d.name}: {d.layerCount} layers{d.holdsOutput ? ' + output' : ''}, {formatBytes(d.bytes)} of {formatBytes(d.freeBytes)} VRAM free
+                  </div>
+                ))}
               </td>
             </tr>
           ))}
@@ -127,6 +136,8 @@ interface LaunchOptions {
   /** '' keeps the card's choice. */
   kvCacheType: string;
   flashAttention: string;
+  /** Layers that do not fit a node's GPUs may stay in system RAM. */
+  allowSpill: boolean;
   exclude: string[];
 }
 
@@ -140,13 +151,14 @@ function launchBody(model: string, options: LaunchOptions, dryRun: boolean): Rec
   if (options.kvCacheType !== '') body.kv_cache_type = options.kvCacheType;
   if (options.flashAttention !== '') body.flash_attention = options.flashAttention;
   if (options.exclude.length > 0) body.exclude = options.exclude;
+  if (options.allowSpill) body.allow_spill = true;
   return body;
 }
 
 function LaunchDialog({ model, onClose }: { model: ModelView; onClose: () => void }): ReactNode {
   const { state, refresh } = useLive();
   const notify = useNotify();
-  const [options, setOptions] = useState<LaunchOptions>({ replicas: '', minNodes: '', parallel: '', contextTokens: '', kvCacheType: '', flashAttention: '', exclude: [] });
+  const [options, setOptions] = useState<LaunchOptions>({ replicas: '', minNodes: '', parallel: '', contextTokens: '', kvCacheType: '', flashAttention: '', allowSpill: false, exclude: [] });
   const [plan, setPlan] = useState<PlanView | null>(null);
   const [downloads, setDownloads] = useState<DownloadsPlan | null>(null);
   const [failure, setFailure] = useState<PlacementErrorView | null>(null);
@@ -251,6 +263,10 @@ function LaunchDialog({ model, onClose }: { model: ModelView; onClose: () => voi
               </option>
             ))}
           </select>
+        </label>
+        <label className="check" title="Layers that do not fit a node's GPUs stay in system RAM (slower) instead of the node counting as short">
+          <input type="checkbox" name="allow-spill" checked={options.allowSpill} onChange={(e) => set({ allowSpill: e.target.checked })} />
+          Spill to RAM
         </label>
       </div>
       {members.length > 1 && (

@@ -142,6 +142,7 @@ test('every error code maps to an Anthropic error type and status', () => {
     ['not_found_error', [404]],
     ['request_too_large', [413]],
     ['api_error', [500]],
+    ['timeout_error', [504]],
     ['overloaded_error', [529]],
   ]);
   for (const code of ERROR_CODES) {

@@ -9,6 +9,7 @@ export type AnthropicErrorType =
   | 'not_found_error'
   | 'request_too_large'
   | 'api_error'
+  | 'timeout_error'
   | 'overloaded_error';
 
 export interface AnthropicErrorBody {
@@ -59,6 +60,9 @@ export function toAnthropicError(error: ShoalError): MappedError {
       return mapped(OVERLOADED_STATUS, 'overloaded_error', { 'retry-after': '1' });
     case 'RUNNER_CRASHED':
       return mapped(500, 'api_error', { 'retry-after': '1' });
+    case 'RUNNER_STALLED':
+      // Gateway Timeout in every family (Anthropic's own 504 is timeout_error): the engine stopped answering in time.
+      return mapped(504, 'timeout_error', { 'retry-after': '1' });
     case 'MODEL_FAILED':
     case 'INTERNAL':
     case 'LOG_CORRUPT':

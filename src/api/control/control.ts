@@ -6,6 +6,8 @@ import type { ClusterSettings } from '../../master/state/settings.js';
  */
 
 export interface HealthReason {
+  /** Stable and short, for badges and scripts (docs/API.md lists them). */
+  code: string;
   text: string;
   remediation: string;
 }

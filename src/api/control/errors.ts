@@ -25,6 +25,9 @@ export function controlStatus(error: ShoalError): number {
     case 'RUNNER_CRASHED':
     case 'LOG_CORRUPT':
       return 500;
+    case 'RUNNER_STALLED':
+      // Gateway Timeout in every family: the engine behind this node stopped answering in time.
+      return 504;
     case 'DISK_FULL':
       // Insufficient Storage: the node cannot persist the decision it was asked for.
       return 507;

@@ -30,6 +30,8 @@ export const PlaceBody = z.strictObject({
   parallel: z.number().int().min(1).max(CARD_MAX_PARALLEL).optional(),
   kv_cache_type: z.enum(CARD_KV_CACHE_TYPES).optional(),
   flash_attention: z.enum(FLASH_ATTENTION_MODES).optional(),
+  /** Layers that do not fit a node's GPUs may stay in system RAM (slower); default false: such a node is short. */
+  allow_spill: z.boolean().optional(),
   dry_run: z.boolean().optional(),
   /** Approves up front the downloads above the cluster's `downloadApprovalBytes` (default false: they wait). */
   approve_downloads: z.boolean().optional(),

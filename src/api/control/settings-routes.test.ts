@@ -18,3 +18,10 @@ test('origins are normalized; a path, a short key or an unknown field is refused
   assert.equal(SettingsBody.safeParse({ apiKeys: ['short'] }).success, false);
   assert.equal(SettingsBody.safeParse({ apiKeyDigests: [] }).success, false, 'digests are not taken from a client');
 });
+
+test('the tracing switch passes through as given, and only when given', () => {
+  assert.deepEqual(patchFromBody(SettingsBody.parse({ tracing: true }), defaultSettings()), { tracing: true });
+  assert.deepEqual(patchFromBody(SettingsBody.parse({ tracing: false }), { ...defaultSettings(), tracing: true }), { tracing: false });
+  assert.deepEqual(patchFromBody(SettingsBody.parse({ defaultParallel: 2 }), { ...defaultSettings(), tracing: true }), { defaultParallel: 2 });
+  assert.equal(SettingsBody.safeParse({ tracing: 'on' }).success, false);
+});

@@ -34,6 +34,8 @@ export const SettingsBody = z.strictObject({
   defaultContextTokens: z.number().int().min(1).max(SETTINGS_MAX_CONTEXT_TOKENS).nullable().optional(),
   defaultParallel: z.number().int().min(1).max(SETTINGS_MAX_PARALLEL).nullable().optional(),
   downloadApprovalBytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+  /** The cluster-wide tracing switch (`shoal trace on|off`): requests arriving from then on are traced or not. */
+  tracing: z.boolean().optional(),
 });
 export type SettingsBody = z.infer<typeof SettingsBody>;
 
@@ -51,6 +53,7 @@ export function patchFromBody(body: SettingsBody, current: ClusterSettings): Set
   if (body.defaultContextTokens !== undefined) patch.defaultContextTokens = body.defaultContextTokens;
   if (body.defaultParallel !== undefined) patch.defaultParallel = body.defaultParallel;
   if (body.downloadApprovalBytes !== undefined) patch.downloadApprovalBytes = body.downloadApprovalBytes;
+  if (body.tracing !== undefined) patch.tracing = body.tracing;
   return patch;
 }
 

@@ -46,6 +46,9 @@ export function toOllamaError(error: ShoalError): MappedOllamaError {
     case 'RUNNER_STOPPED':
     case 'INSTANCE_LOST':
       return mapped(503, { 'retry-after': '1' });
+    case 'RUNNER_STALLED':
+      // Gateway Timeout in every family: the engine behind this node stopped answering in time.
+      return mapped(504, { 'retry-after': '1' });
     case 'CANCELLED':
       // Nobody reads this: the client went away. 499 keeps logs honest.
       return mapped(499);

@@ -45,6 +45,9 @@ export function toOpenAIError(error: ShoalError): MappedError {
       return { status: 503, body: body('server_error', 'model_failed'), headers: {} };
     case 'RUNNER_CRASHED':
       return { status: 503, body: body('server_error', 'runner_crashed'), headers: { 'retry-after': '1' } };
+    case 'RUNNER_STALLED':
+      // Gateway Timeout in every family: the engine behind this node stopped answering in time.
+      return { status: 504, body: body('server_error', 'runner_stalled'), headers: { 'retry-after': '1' } };
     case 'RUNNER_STOPPED':
       return { status: 503, body: body('server_error', 'instance_stopped'), headers: { 'retry-after': '1' } };
     case 'INSTANCE_LOST':

@@ -4,6 +4,8 @@ import type { CoreConfig } from './config.js';
 import type { Peer } from './context.js';
 
 export interface HealthReason {
+  /** Stable and short, for badges and scripts (`pruned`, `suspect`, `no-direct-connection`). */
+  code: string;
   text: string;
   remediation: string;
 }
@@ -33,19 +35,21 @@ export function healthOf(
   if (member.status === 'pruned' || lastSeenAgeMs >= cfg.pruneAfterMs) {
     level = 'pruned';
     reasons.push({
+      code: 'pruned',
       text: `not heard from for ${Math.round(lastSeenAgeMs / 1000)} s: pruned from the cluster`,
       remediation: 'start Shoal on that machine and check the network between the nodes; or remove the node if it is gone for good',
     });
   } else if (lastSeenAgeMs >= cfg.suspectAfterMs) {
     level = 'suspect';
     reasons.push({
+      code: 'suspect',
       text: `no heartbeat for ${Math.round(lastSeenAgeMs / 1000)} s`,
       remediation: `check that the node is running and reachable; it is pruned after ${Math.round(cfg.pruneAfterMs / 1000)} s`,
     });
   }
   if (!peer.connected && level === 'ok' && role !== 'standalone') {
     // Gossip may still reach it through others; worth saying, not worth a level.
-    reasons.push({ text: 'no direct connection', remediation: 'check that its address is reachable from this node' });
+    reasons.push({ code: 'no-direct-connection', text: 'no direct connection', remediation: 'check that its address is reachable from this node' });
   }
   return { level, reasons, heartbeatAgeMs, lastSeenAgeMs, connected: peer.connected };
 }

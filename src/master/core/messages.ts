@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { CommandResult, Origin } from '../state/commands.js';
 import { ClusterId, CommandId, NodeId } from '../../common/ids.js';
 import { LogRecord, RecordHash, Snapshot, TermRange } from '../state/record.js';
-import { ArtifactsMessage, DownloadsMessage, ResourcesMessage, RunnersMessage } from '../../wire/telemetry.js';
+import { ArtifactsMessage, DownloadsMessage, HealthMessage, ResourcesMessage, RunnersMessage } from '../../wire/telemetry.js';
 
 /** Byte limits per plane, checked on the encoded message before parsing. */
 export const MAX_CONTROL_MESSAGE_BYTES = 64 * 1024;
@@ -122,7 +122,7 @@ export const HeartbeatMessage = z.strictObject({
   lastHash: RecordHash,
   uptimeMs: z.number().int().min(0),
 });
-export const TelemetryMessage = z.discriminatedUnion('type', [HeartbeatMessage, ResourcesMessage, RunnersMessage, ArtifactsMessage, DownloadsMessage]);
+export const TelemetryMessage = z.discriminatedUnion('type', [HeartbeatMessage, ResourcesMessage, RunnersMessage, ArtifactsMessage, DownloadsMessage, HealthMessage]);
 export type HeartbeatMessage = z.infer<typeof HeartbeatMessage>;
 export type TelemetryMessage = z.infer<typeof TelemetryMessage>;
 
@@ -178,6 +178,7 @@ export const PLANE_OF_MESSAGE: Record<CoreMessage['type'], Plane> = {
   runners: 'telemetry',
   artifacts: 'telemetry',
   downloads: 'telemetry',
+  health: 'telemetry',
   'sync-request': 'sync',
   'sync-page': 'sync',
 };

@@ -241,7 +241,8 @@ export class NodeCore {
       case 'runners':
       case 'artifacts':
       case 'downloads':
-        // Readings for placement and routing (the shell keeps them); to the core they only prove liveness.
+      case 'health':
+        // Readings for placement, routing and `/state` (the shell keeps them); to the core they only prove liveness.
         return;
       case 'event':
         return this.onEvent(from, message);

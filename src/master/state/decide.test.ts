@@ -151,4 +151,14 @@ describe('decide: instances', () => {
     }
     assert.equal(Command.safeParse({ type: 'SetSettings', patch: { corsOrigins: ['*', 'http://localhost:5173'] } }).success, true);
   });
+
+  test('the tracing switch: a patch that does not name it leaves it as it is', () => {
+    const on = events(decide(cluster(), origin(1, { type: 'SetSettings', patch: { tracing: true } })));
+    assert.deepEqual(on, [{ type: 'SettingsChanged', settings: { ...defaultSettings(), tracing: true } }]);
+    const state = apply(cluster(), on[0] as Event, 10);
+    // Parsed as it arrives from another member: zod must not fill `tracing: false` into a patch that omits it.
+    const parsed = Command.parse({ type: 'SetSettings', patch: { defaultParallel: 2 } });
+    assert.deepEqual(events(decide(state, origin(2, parsed))), [{ type: 'SettingsChanged', settings: { ...defaultSettings(), tracing: true, defaultParallel: 2 } }]);
+    assert.equal(Command.safeParse({ type: 'SetSettings', patch: { tracing: 'yes' } }).success, false);
+  });
 });

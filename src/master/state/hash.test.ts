@@ -44,6 +44,14 @@ describe('canonical JSON and hashes', () => {
     assert.notEqual(stateHash(changed), stateHash(emptyState()));
   });
 
+  test('tracing off leaves the hash of settings from before the switch existed unchanged; on changes it', () => {
+    const { tracing: _tracing, ...older } = { ...defaultSettings(), downloadApprovalBytes: 0 };
+    const withSwitch: ClusterState = { ...emptyState(), settings: { ...older, tracing: false } };
+    assert.equal(stateHash(withSwitch), sha256Of({ ...emptyState(), settings: older }));
+    assert.notEqual(stateHash({ ...withSwitch, settings: { ...older, tracing: true } }), stateHash(withSwitch));
+    assert.notEqual(stateHash({ ...emptyState(), settings: { ...defaultSettings(), tracing: true } }), stateHash(emptyState()), 'tracing on is not a default');
+  });
+
   test('recordHash covers the previous hash, term, idx, event and origin', () => {
     const body = { term: 1, idx: 1, event: { type: 'ClusterDissolved' }, origin: null };
     const base = recordHash(GENESIS_HASH, body);

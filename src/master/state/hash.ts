@@ -37,9 +37,13 @@ export function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
-/** Settings at their defaults are left out, so a snapshot written before settings existed keeps its hash. */
+/**
+ * Settings at their defaults are left out, and `tracing` while it is off, so a snapshot written
+ * before settings (or that setting) existed keeps its hash.
+ */
 export function stateHash(state: ClusterState): string {
-  return sha256Hex(canonicalJson(isDefaultSettings(state.settings) ? { ...state, settings: undefined } : state));
+  if (isDefaultSettings(state.settings)) return sha256Hex(canonicalJson({ ...state, settings: undefined }));
+  return sha256Hex(canonicalJson({ ...state, settings: { ...state.settings, tracing: state.settings.tracing ? true : undefined } }));
 }
 
 /** The hash chain: each record's hash covers its predecessor's hash, so equal hashes mean equal histories. */

@@ -11,6 +11,8 @@ export const MAX_INSTANCE_PLACEMENTS = 64;
 /** Most instances the cluster holds at once; placing more is a typed rejection. */
 export const MAX_INSTANCES = 256;
 export const MAX_INSTANCE_WARNINGS = 16;
+/** Most GPUs one part runs on (the telemetry plane reports at most this many per node). */
+export const MAX_PLACEMENT_DEVICES = 8;
 export const INSTANCE_TEXT_MAX_CHARS = 500;
 
 export const InstancePlacement = z.strictObject({
@@ -25,6 +27,20 @@ export const InstancePlacement = z.strictObject({
   tensorSplit: z.number().min(0).nullable(),
   /** Bytes the planner expected this part to need (the worker's memory guard checks against it). */
   estimatedBytes: z.number().int().min(0),
+  /**
+   * A part on a GPU backend (issue #15): `-ngl`, the layers on this node's GPUs plus one when the output
+   * head is offloaded (fewer than all: the first layers stay in system RAM). Absent: a CPU part.
+   * `estimatedBytes` is then what the part takes from system RAM (with the devices' bytes on unified memory).
+   */
+  gpuLayers: z.number().int().min(0).optional(),
+  /**
+   * The GPUs the part runs on, in index order (`--device`), each with its `--tensor-split` weight (its
+   * layers, plus one on the device holding the output) and the VRAM the planner expects it to take.
+   */
+  devices: z
+    .array(z.strictObject({ index: z.number().int().min(0).max(63), layerCount: z.number().int().min(0), tensorSplit: z.number().min(0), estimatedBytes: z.number().int().min(0) }))
+    .max(MAX_PLACEMENT_DEVICES)
+    .optional(),
 });
 export type InstancePlacement = z.infer<typeof InstancePlacement>;
 
@@ -48,6 +64,8 @@ export const InstanceSpec = z.strictObject({
   kvCacheType: z.enum(['f32', 'f16', 'bf16', 'q8_0', 'q4_0']),
   /** Flash attention for the engines; absent (instances placed before the knob) means auto. */
   flashAttention: z.enum(['auto', 'on', 'off']).optional(),
+  /** Layers may stay in system RAM where GPUs cannot hold them (a re-placement keeps it); absent means false. */
+  allowSpill: z.boolean().optional(),
   capabilities: z.array(ModelCapability).max(4),
   exclusions: z.array(NodeId).max(256),
   replicas: z.number().int().min(1),

@@ -35,15 +35,20 @@ export const ClusterSettings = z.strictObject({
   defaultParallel: z.number().int().min(1).max(SETTINGS_MAX_PARALLEL).nullable(),
   /** Downloads a placement would start on other members above this size wait for approval; 0: always ask. */
   downloadApprovalBytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  /** Record per-request traces (src/tracing/) for requests arriving from now on; off by default. Settings from before it existed read as off. */
+  tracing: z.boolean().default(false),
 });
 export type ClusterSettings = z.infer<typeof ClusterSettings>;
 
-/** A change to some settings: the fields it names replace the current values, the others stay. */
-export const SettingsPatch = ClusterSettings.partial();
+/**
+ * A change to some settings: the fields it names replace the current values, the others stay.
+ * `tracing` is redeclared without its default, which zod would otherwise fill into every patch.
+ */
+export const SettingsPatch = ClusterSettings.extend({ tracing: z.boolean() }).partial();
 export type SettingsPatch = z.infer<typeof SettingsPatch>;
 
 export function defaultSettings(): ClusterSettings {
-  return { apiKeyDigests: [], corsOrigins: [], defaultContextTokens: null, defaultParallel: null, downloadApprovalBytes: DEFAULT_DOWNLOAD_APPROVAL_BYTES };
+  return { apiKeyDigests: [], corsOrigins: [], defaultContextTokens: null, defaultParallel: null, downloadApprovalBytes: DEFAULT_DOWNLOAD_APPROVAL_BYTES, tracing: false };
 }
 
 /** The settings after `patch`; lists are kept sorted and without repeats, so equal settings hash equally. */
@@ -59,7 +64,8 @@ export function isDefaultSettings(settings: ClusterSettings): boolean {
     settings.corsOrigins.length === 0 &&
     settings.defaultContextTokens === base.defaultContextTokens &&
     settings.defaultParallel === base.defaultParallel &&
-    settings.downloadApprovalBytes === base.downloadApprovalBytes
+    settings.downloadApprovalBytes === base.downloadApprovalBytes &&
+    settings.tracing === base.tracing
   );
 }
 

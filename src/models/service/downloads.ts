@@ -153,6 +153,8 @@ export class Downloads {
           record.state = 'failed';
           record.error = withPeerFailures(this.ctx.hub.friendly(error), record.peerFailures);
           log.warn({ err: error }, `download failed: ${record.error.message}`);
+          // A full disk is its own moment: it is what the operator must fix, whatever was downloading.
+          this.ctx.moments?.(record.error.code === 'DISK_FULL' ? 'disk-full' : 'download-failed', `download of ${modelId} failed: ${record.error.message}`, { model: modelId, download: record.id, code: record.error.code, source: record.source?.kind ?? null });
         }
       } finally {
         record.finishedAtMs = Date.now();

@@ -17,6 +17,7 @@ import { addFile } from './local-import.js';
 import type { ModelPeers } from './peers.js';
 import { remove, removeEverywhere } from './removal.js';
 import { storageView } from './storage.js';
+import type { RecordMoment } from '../../diagnostics/recorder.js';
 
 export interface ModelsServiceOptions {
   dataDir: string;
@@ -31,6 +32,8 @@ export interface ModelsServiceOptions {
   store?: ModelStore;
   /** Members that hold models: pulls copy from them before the hub; removal reaches them. Without it, this node alone. */
   peers?: ModelPeers;
+  /** The node's flight recorder: failed downloads are recorded there (src/diagnostics/recorder.ts). */
+  moments?: RecordMoment;
 }
 
 export class ModelsService {
@@ -50,6 +53,7 @@ export class ModelsService {
       facts: new FactsCache(opts.log),
       peers: opts.peers,
       inUse: () => new Set(opts.inUse?.() ?? []),
+      moments: opts.moments,
     };
     this.downloads = new Downloads(this.ctx, (modelId, stored) => refreshCard(this.ctx, modelId, stored));
     this.listing = new Listing(this.ctx, this.downloads);

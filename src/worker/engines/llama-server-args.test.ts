@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { llamaServerArgs, parseServerHelp, type LlamaServerFeatures, type ServerArgsInput } from './llama-server-args.js';
-import { rpcServerArgs } from './rpc-donor.js';
+import { gpuComputeOf, llamaCppDeviceName, llamaServerArgs, partOffload, parseServerHelp, type LlamaServerFeatures, type ServerArgsInput } from './llama-server-args.js';
+import { donorDevices, rpcServerArgs } from './rpc-donor.js';
 
 // Lines as the pinned llama-server prints them.
 const NEW_HELP = `
@@ -46,6 +46,7 @@ const INPUT: ServerArgsInput = {
   gpuLayers: 0,
   rpcServers: [],
   tensorSplit: null,
+  devices: [],
   embeddings: false,
   kvCacheType: 'f16',
   flashAttention: 'auto',
@@ -71,7 +72,7 @@ test('the command line: loopback, explicit threads, slots sharing one KV budget 
   assert.equal(flag(args, '--cache-ram'), '0');
   assert.equal(flag(args, '--fit'), 'off');
   for (const f of ['--no-webui', '--no-slots', '--jinja']) assert.ok(args.includes(f), f);
-  for (const f of ['--rpc', '--tensor-split', '--embeddings']) assert.ok(!args.includes(f), f);
+  for (const f of ['--rpc', '--tensor-split', '--embeddings', '--device']) assert.ok(!args.includes(f), f);
   // The API key is never on the command line, which every local user can read.
   assert.ok(!args.some((a) => /api-key/.test(a)));
 });
@@ -111,4 +112,58 @@ test('embeddings: a batch holds a whole input', () => {
 test('the rpc donor listens on loopback only', () => {
   assert.deepEqual(rpcServerArgs({ port: 5000, threads: 3, fileCache: false }), ['-H', '127.0.0.1', '-p', '5000', '-t', '3']);
   assert.deepEqual(rpcServerArgs({ port: 5000, threads: 1, devices: ['CUDA0', 'CUDA1'], fileCache: true }), ['-H', '127.0.0.1', '-p', '5000', '-t', '1', '-d', 'CUDA0,CUDA1', '-c']);
+});
+
+// Placed parts as src/master/state/instances.ts records them (issue #15).
+const TWO_GPUS = [
+  { index: 0, layerCount: 14, tensorSplit: 14, estimatedBytes: 6e9 },
+  { index: 1, layerCount: 13, tensorSplit: 14, estimatedBytes: 6e9 },
+];
+
+test('GPU device names are the pinned ggml ones, read from the backend tag', () => {
+  assert.equal(gpuComputeOf('llama_server-cuda'), 'cuda');
+  assert.equal(gpuComputeOf('rpc-vulkan'), 'vulkan');
+  assert.equal(gpuComputeOf('llama_server-metal'), 'metal');
+  assert.equal(gpuComputeOf('llama_server-cpu'), null);
+  assert.equal(gpuComputeOf('llama_cpp-cpu'), null);
+  assert.equal(llamaCppDeviceName('cuda', 1), 'CUDA1');
+  assert.equal(llamaCppDeviceName('vulkan', 0), 'Vulkan0');
+  assert.equal(llamaCppDeviceName('metal', 0), 'MTL0');
+});
+
+test('a part on a CPU backend keeps its command line; a GPU part offloads to its planned devices', () => {
+  assert.equal(partOffload({ backend: 'llama_server-cpu' }), null);
+  assert.equal(partOffload({ backend: 'llama_server-cpu', gpuLayers: 10, devices: TWO_GPUS }), null);
+  // One planned GPU, the plan's layer count; no split over one device.
+  assert.deepEqual(partOffload({ backend: 'llama_server-cuda', gpuLayers: 20, devices: [TWO_GPUS[1]!] }), {
+    gpuLayers: 20,
+    devices: ['CUDA1'],
+    tensorSplit: null,
+  });
+  // Two GPUs: both named, split by their weights.
+  assert.deepEqual(partOffload({ backend: 'llama_server-cuda', gpuLayers: 28, devices: TWO_GPUS }), { gpuLayers: 28, devices: ['CUDA0', 'CUDA1'], tensorSplit: '14,14' });
+  // The plan says neither count nor devices: all layers, the binary's choice of device.
+  assert.deepEqual(partOffload({ backend: 'llama_server-vulkan' }), { gpuLayers: 999, devices: [], tensorSplit: null });
+});
+
+test('a GPU part\'s offload reaches the llama-server command line', () => {
+  const offload = partOffload({ backend: 'llama_server-cuda', gpuLayers: 28, devices: TWO_GPUS });
+  assert.ok(offload);
+  const args = llamaServerArgs({ ...INPUT, gpuLayers: offload.gpuLayers, devices: offload.devices, tensorSplit: offload.tensorSplit }, ALL);
+  assert.equal(flag(args, '-ngl'), '28');
+  assert.equal(flag(args, '--device'), 'CUDA0,CUDA1');
+  assert.equal(flag(args, '--tensor-split'), '14,14');
+  assert.ok(!args.includes('--rpc'));
+});
+
+test('an rpc donor serves its planned GPUs; a CPU part on a GPU build stays on the CPU', () => {
+  assert.deepEqual(donorDevices({ backend: 'rpc-cuda', devices: TWO_GPUS }, 'cuda'), ['CUDA0', 'CUDA1']);
+  assert.deepEqual(donorDevices({ backend: 'rpc-metal' }, 'metal'), []);
+  assert.deepEqual(donorDevices({ backend: 'rpc-cpu' }, 'cuda'), ['CPU']);
+  assert.deepEqual(donorDevices({ backend: 'rpc-cpu' }, 'cpu'), []);
+  // The driver's local donor follows the driver's placement.
+  assert.deepEqual(donorDevices({ backend: 'llama_server-vulkan', devices: [TWO_GPUS[1]!] }, 'vulkan'), ['Vulkan1']);
+  assert.deepEqual(rpcServerArgs({ port: 5000, threads: 2, devices: donorDevices({ backend: 'rpc-cuda', devices: TWO_GPUS }, 'cuda'), fileCache: false }), [
+    '-H', '127.0.0.1', '-p', '5000', '-t', '2', '-d', 'CUDA0,CUDA1',
+  ]);
 });

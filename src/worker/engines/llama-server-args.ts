@@ -4,6 +4,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { CardKvCacheType, FlashAttentionMode } from '../../models/cards/card.js';
+import { tensorSplitOf } from '../../placement/plan.js';
 
 const run = promisify(execFile);
 const HELP_TIMEOUT_MS = 15_000;
@@ -86,6 +87,8 @@ export interface ServerArgsInput {
   gpuLayers: number;
   rpcServers: readonly string[];
   tensorSplit: string | null;
+  /** llama.cpp device names to offload to (`--device`, e.g. `CUDA0`); empty: the binary's choice. */
+  devices: readonly string[];
   embeddings: boolean;
   /** K and V cache element type (`-ctk`, `-ctv`), as placement counted it. */
   kvCacheType: CardKvCacheType | 'f32' | 'bf16';
@@ -111,6 +114,7 @@ export function llamaServerArgs(input: ServerArgsInput, features: LlamaServerFea
   else if (input.flashAttention === 'on') args.push('-fa');
   if (features.kvUnified) args.push('--kv-unified');
   if (features.kvUnifiedPerSlot) args.push('--kv-unified-per-slot', String(input.contextTokens));
+  if (input.devices.length > 0) args.push('--device', input.devices.join(','));
   if (input.rpcServers.length > 0) args.push('--rpc', input.rpcServers.join(','));
   if (input.tensorSplit !== null) args.push('--tensor-split', input.tensorSplit);
   if (features.noWebUiFlag) args.push(features.noWebUiFlag);
@@ -125,4 +129,52 @@ export function llamaServerArgs(input: ServerArgsInput, features: LlamaServerFea
     args.push('--embeddings', '-b', String(input.contextTokens), '-ub', String(input.contextTokens));
   }
   return args;
+}
+
+/** The GPU computes an engine build can be made for (src/doctor/engines.ts `EngineCompute` less cpu). */
+export type GpuCompute = 'cuda' | 'vulkan' | 'metal';
+
+/** The GPU compute of a backend tag (`llama_server-cuda`, `rpc-vulkan`), null for a CPU one. */
+export function gpuComputeOf(backend: string): GpuCompute | null {
+  const compute = backend.slice(backend.lastIndexOf('-') + 1);
+  return compute === 'cuda' || compute === 'vulkan' || compute === 'metal' ? compute : null;
+}
+
+/**
+ * llama.cpp's name for GPU `index` of a backend, as `--device` and ggml-rpc-server's `-d` take it: the
+ * pinned ggml names its devices GGML_CUDA_NAME + index (`CUDA0`), GGML_VK_NAME + index (`Vulkan0`) and
+ * GGML_METAL_NAME + index (`MTL0`).
+ */
+export function llamaCppDeviceName(compute: GpuCompute, index: number): string {
+  const prefix = compute === 'cuda' ? 'CUDA' : compute === 'vulkan' ? 'Vulkan' : 'MTL';
+  return `${prefix}${index}`;
+}
+
+/** What one placed part puts on its GPUs (src/master/state/instances.ts InstancePlacement). */
+export interface PartOffload {
+  /** `-ngl`: the planned count, or all layers when the plan does not say. */
+  gpuLayers: number;
+  /** `--device` (llamaServerArgs) or `-d` (rpcServerArgs): the planned GPUs; empty where the plan names none. */
+  devices: string[];
+  /** `--tensor-split` over those GPUs when there are several, else null. */
+  tensorSplit: string | null;
+}
+
+/**
+ * The GPU side of a part's command line, from its placement; null for a part on a CPU backend, whose
+ * command line stays as it always was (`-ngl 0`, no devices).
+ */
+export function partOffload(part: {
+  backend: string;
+  gpuLayers?: number | undefined;
+  devices?: readonly { index: number; tensorSplit: number }[] | undefined;
+}): PartOffload | null {
+  const compute = gpuComputeOf(part.backend);
+  if (compute === null) return null;
+  const devices = part.devices ?? [];
+  return {
+    gpuLayers: part.gpuLayers ?? ALL_LAYERS,
+    devices: devices.map((d) => llamaCppDeviceName(compute, d.index)),
+    tensorSplit: devices.length > 1 ? tensorSplitOf([{ devices }]) : null,
+  };
 }

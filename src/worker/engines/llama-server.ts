@@ -68,6 +68,8 @@ export interface LlamaServerRunnerOptions {
   rpcServers?: string[];
   /** Share of the model per device, local devices first then the RPC donors (`--tensor-split`, e.g. `1,1`). */
   tensorSplit?: string;
+  /** This node's GPUs to offload to, by llama.cpp name (`--device`, e.g. `CUDA0,CUDA1`). Default: the binary's choice. */
+  devices?: string[];
   /** Start llama-server with `--embeddings` (the instance's capabilities include embeddings). Default false. */
   embeddings?: boolean;
   /** Requests allowed to wait for a reservation; more are refused with QUEUE_FULL. Default 256. */
@@ -188,6 +190,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
             gpuLayers: options.gpuLayers ?? ((options.rpcServers ?? []).length > 0 ? ALL_LAYERS : 0),
             rpcServers: options.rpcServers ?? [],
             tensorSplit: options.tensorSplit ?? null,
+            devices: options.devices ?? [],
             embeddings: options.embeddings ?? false,
             kvCacheType: options.kvCacheType ?? 'f16',
             flashAttention: options.flashAttention ?? 'auto',
@@ -267,6 +270,14 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
   async stop(): Promise<void> {
     await this.process.stop();
     this.http.close();
+  }
+
+  kill(reason: string): void {
+    this.process.kill(reason);
+  }
+
+  stderrTail(): string[] {
+    return this.process.stderrTail();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -10,7 +10,7 @@ import { ShoalError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { CrashLoop, type RestartPolicy } from '../crash-loop.js';
 import type { RunnerState } from '../runner-contract.js';
-import { forwardLines, signalGroup } from '../child-output.js';
+import { forwardLines, LineTail, signalGroup } from '../child-output.js';
 import { removeEngineRecord, trackLiveGroup, untrackLiveGroup, writeEngineRecord } from './orphans.js';
 
 export interface ManagedProcessPolicy extends RestartPolicy {
@@ -71,6 +71,8 @@ export class ManagedProcess<Info> {
   /** Why the current child is being killed by us (load timeout), for the crash reason. */
   private killReason: string | null = null;
   private tail: string[] = [];
+  /** The last stderr lines for diagnostics, across restarts (`tail` only explains the current child). */
+  private readonly stderr = new LineTail();
   private readonly readyWaiters = new Set<() => void>();
   private stopped: Promise<void> | null = null;
   /** The deletion of the last exited child's orphan record, awaited by stop(). */
@@ -195,7 +197,10 @@ export class ManagedProcess<Info> {
       else childLog.debug(line);
     };
     forwardLines(child.stdout, onLine);
-    forwardLines(child.stderr, onLine);
+    forwardLines(child.stderr, (line) => {
+      this.stderr.push(line);
+      onLine(line);
+    });
     child.once('exit', (code, signal) => this.onExit(child, code, signal));
     child.on('error', (error) => {
       childLog.error({ err: error }, `${name} process error`);
@@ -304,6 +309,19 @@ export class ManagedProcess<Info> {
   private clearLoadTimer(): void {
     if (this.loadTimer) clearTimeout(this.loadTimer);
     this.loadTimer = null;
+  }
+
+  /** SIGKILL to the current process group; its exit then counts as a crash with `reason`. */
+  kill(reason: string): void {
+    const pid = this.child?.pid;
+    if (pid === undefined || this.isStopped()) return;
+    this.killReason = reason;
+    this.options.log.error({ engine: this.options.name, enginePid: pid }, `killing ${this.options.name}: ${reason}`);
+    killGroup(pid, 'SIGKILL');
+  }
+
+  stderrTail(): string[] {
+    return this.stderr.snapshot();
   }
 
   /** SIGTERM to the process group, SIGKILL after the grace period; resolves once it has exited. */

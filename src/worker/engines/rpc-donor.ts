@@ -6,6 +6,7 @@ import { connect } from 'node:net';
 import type { Logger } from '../../common/log.js';
 import { DEFAULT_CRASH_LOOP, withOverrides } from '../crash-loop.js';
 import type { InstanceRunner, RunnerStatus } from '../runner-contract.js';
+import { partOffload, type GpuCompute } from './llama-server-args.js';
 import { DEFAULT_STOP_GRACE_MS, ManagedProcess, pollUntil, type ManagedProcessPolicy } from './managed-process.js';
 
 export interface RpcDonorOptions {
@@ -95,6 +96,11 @@ export class RpcDonor implements InstanceRunner, AsyncDisposable {
     return this.process.whenReady(signal);
   }
 
+  /** The last lines ggml-rpc-server wrote to stderr, for diagnostics. */
+  stderrTail(): string[] {
+    return this.process.stderrTail();
+  }
+
 
   stop(): Promise<void> {
     return this.process.stop();
@@ -103,6 +109,17 @@ export class RpcDonor implements InstanceRunner, AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
+}
+
+/**
+ * The devices (`-d`) a donor serves for its part: a part on a GPU backend its planned GPUs (none named:
+ * the binary's choice, every GPU it was built for); a CPU part on a GPU build the CPU alone, where the
+ * planner counted it; a CPU part on a CPU build nothing, as always.
+ */
+export function donorDevices(part: { backend: string; devices?: readonly { index: number; tensorSplit: number }[] | undefined }, engineCompute: 'cpu' | GpuCompute): string[] {
+  const offload = partOffload(part);
+  if (offload !== null) return offload.devices;
+  return engineCompute === 'cpu' ? [] : ['CPU'];
 }
 
 export function rpcServerArgs(options: { port: number; threads: number; devices?: string[] | undefined; fileCache: boolean }): string[] {

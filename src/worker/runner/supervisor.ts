@@ -6,7 +6,7 @@ import { ShoalError, errorMessage } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { RunnerTask, type TaskEvent } from '../../wire/task.js';
 import { formatPath } from '../../common/format-path.js';
-import { forwardLines, signalGroup } from '../child-output.js';
+import { forwardLines, LineTail, signalGroup } from '../child-output.js';
 import { CrashLoop, DEFAULT_CRASH_LOOP, withOverrides, type RestartPolicy } from '../crash-loop.js';
 import type { InstanceRunner, RunnerState, RunnerStatus } from '../runner-contract.js';
 import { FromRunner, type ModelFacts, type RequestId, type RunnerConfig, type ToRunner } from './protocol.js';
@@ -70,6 +70,9 @@ export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
   private loadTimer: NodeJS.Timeout | null = null;
   private readonly readyWaiters = new Set<() => void>();
   private readonly opts: { maxQueuedRequests: number; stopGraceMs: number };
+  /** Why the current child is being killed by us (`kill`), for the crash reason. */
+  private killReason: string | null = null;
+  private readonly stderr = new LineTail();
 
   constructor(private readonly options: SupervisorOptions) {
     this.opts = {
@@ -193,6 +196,7 @@ export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
   private spawn(): void {
     this.state = this.restarts === 0 ? 'starting' : 'restarting';
     this.reason = 'loading the model';
+    this.killReason = null;
     this.options.onChange?.();
     const child = fork(CHILD_PATH, [], {
       // Its own process group, so stopping the node can kill the engine and anything it started.
@@ -206,7 +210,10 @@ export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
     this.child = child;
     const log = this.options.log.child({ runnerPid: child.pid });
     forwardLines(child.stdout, (line) => log.info({ stream: 'stdout' }, line));
-    forwardLines(child.stderr, (line) => log.warn({ stream: 'stderr' }, line));
+    forwardLines(child.stderr, (line) => {
+      this.stderr.push(line);
+      log.warn({ stream: 'stderr' }, line);
+    });
     child.on('message', (raw: unknown) => this.onMessage(child, raw));
     child.on('error', (error) => log.error({ err: error }, 'runner process error'));
     child.once('exit', (code, signal) => this.onExit(child, code, signal));
@@ -278,7 +285,7 @@ export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
     this.slots = 0;
     if (this.state === 'stopped') return;
     const how = signal ? `signal ${signal}` : `exit code ${code}`;
-    const lastReason = this.state === 'ready' ? null : this.reason;
+    const lastReason = this.killReason ?? (this.state === 'ready' ? null : this.reason);
     const reason = lastReason && lastReason !== 'loading the model' ? `${lastReason} (${how})` : `runner exited with ${how}`;
     this.options.log.error({ code, signal }, `runner crashed: ${reason}`);
     for (const request of [...this.requests.values()]) {
@@ -335,6 +342,18 @@ export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
     child.send(message, (error) => {
       if (error) this.options.log.warn({ err: error }, 'could not send to runner');
     });
+  }
+
+  kill(reason: string): void {
+    const child = this.child;
+    if (!child || this.state === 'stopped') return;
+    this.killReason = reason;
+    this.options.log.error({ runnerPid: child.pid }, `killing the runner: ${reason}`);
+    killGroup(child, 'SIGKILL');
+  }
+
+  stderrTail(): string[] {
+    return this.stderr.snapshot();
   }
 
   /** Stops the runner: a clean shutdown first, then SIGKILL to its whole process group. */
