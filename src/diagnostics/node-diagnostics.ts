@@ -3,7 +3,7 @@
 // build it runs. A shell over injected getters, so the parts it reads stay where they are.
 
 import { shoalCommit, shoalVersion } from '../common/version.js';
-import type { RouterStats } from '../router/index.js';
+import { directSocketStats, type RouterStats } from '../router/index.js';
 import { WIRE_VERSION } from '../wire/version.js';
 import type { Attributes, NodeDiagnostics, NodeMoment, RunnerDiagnostics } from '../wire/diagnostics.js';
 
@@ -56,7 +56,7 @@ export function telemetryCounters(stats: RouterStats): Attributes {
   return out;
 }
 
-/** Data-plane counters: connections, streams open now per protocol, inbound streams refused by admission. */
+/** Data-plane counters: connections, streams open now per protocol, inbound streams refused by admission, direct sockets (open now, connected since start). */
 export function dataPlaneCounters(router: DiagnosticsRouterView): Attributes {
   const stats = router.stats();
   const out: Attributes = { connections: stats.connections, streamsOpen: 0 };
@@ -71,6 +71,9 @@ export function dataPlaneCounters(router: DiagnosticsRouterView): Attributes {
   out.streamsOpen = open;
   out.refusedStreams = Object.values(stats.refusedStreams).reduce((sum, n) => sum + n, 0);
   out.helloMismatched = stats.hello.mismatched;
+  const direct = directSocketStats();
+  out.directSocketsOpen = direct.open;
+  out.directSocketsConnected = direct.connected;
   return out;
 }
 

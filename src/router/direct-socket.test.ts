@@ -17,6 +17,7 @@ import {
   listenDirect,
   normalizeIp,
   takeDirect,
+  directSocketStats,
   type DirectListener,
 } from './direct-socket.js';
 import { RouterError } from './errors.js';
@@ -46,8 +47,10 @@ function reasonOf(error: unknown): string {
 describe('direct sockets', () => {
   test('an offer is taken by the one who holds its key; bytes go both ways and half-close is carried', async () => {
     await using offered = await listener();
+    const before = directSocketStats();
     const client = await connectDirect('127.0.0.1', offered.offer);
     const server = await offered.take(1000);
+    assert.deepEqual(directSocketStats(), { open: before.open + 2, connected: before.connected + 2 }, 'both ends are counted');
     const toServer = randomBytes(3 * 1024 * 1024);
     const toClient = randomBytes(1024 * 1024);
     const serverGot = readAll(server);
@@ -59,6 +62,8 @@ describe('direct sockets', () => {
     assert.deepEqual(await clientGot, toClient);
     client.destroy();
     server.destroy();
+    for (let i = 0; i < 100 && directSocketStats().open !== before.open; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(directSocketStats().open, before.open, 'closed sockets are no longer open');
   });
 
   test('a wrong key fails the handshake and does not use up the offer', async () => {

@@ -194,13 +194,32 @@ export async function listenDirect(options: ListenDirectOptions): Promise<Direct
       try {
         const won = await accepted;
         taken = true;
-        return won;
+        return counted(won);
       } finally {
         clearTimeout(timeout);
       }
     },
     [Symbol.asyncDispose]: async () => close(),
   };
+}
+
+/**
+ * This process's direct sockets (both ends, every protocol that uses them): open now and connected
+ * since start, for `GET /diagnostics/node`. A node is one process, so these are the node's.
+ */
+const directCounts = { open: 0, connected: 0 };
+
+function counted(socket: TLSSocket): TLSSocket {
+  directCounts.open += 1;
+  directCounts.connected += 1;
+  socket.once('close', () => {
+    directCounts.open -= 1;
+  });
+  return socket;
+}
+
+export function directSocketStats(): { open: number; connected: number } {
+  return { ...directCounts };
 }
 
 export interface ConnectDirectOptions {
@@ -247,7 +266,7 @@ export function connectDirect(host: string, offer: DirectOfferFrame, options: Co
       // Until the caller listens (takeDirect still sends its answer): never an unhandled 'error'.
       socket.on('error', () => {});
       socket.setNoDelay(true);
-      resolve(socket);
+      resolve(counted(socket));
     });
   });
 }

@@ -11,5 +11,5 @@ export { HELLO_PROTOCOL, INVITE_PROTOCOL, NON_MEMBER_PROTOCOLS, WIRE_VERSION, fi
 export type { PeerHello } from './hello.js';
 export type { ChannelHandler, HandleOptions, OpenStreamOptions, RequestContext, RequestHandler, RequestOptions } from './streams.js';
 export type { MessageMeta, Plane, PublishOptions, TelemetryQueueStats, Topic, TopicDefinition, TopicHandler, TopicStats } from './topics.js';
-export { DirectAnswerFrame, DirectDeclineFrame, DirectHost, DirectOfferFrame, isDirectReply, offerDirect, takeDirect } from './direct-socket.js';
+export { DirectAnswerFrame, DirectDeclineFrame, DirectHost, DirectOfferFrame, directSocketStats, isDirectReply, offerDirect, takeDirect } from './direct-socket.js';
 export type { DirectReply } from './direct-socket.js';
