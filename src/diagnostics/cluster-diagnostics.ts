@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { toShoalError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
-import type { HandleOptions, RequestHandler, RequestOptions } from '../router/index.js';
+import type { Router } from '../router/index.js';
 import { NodeDiagnostics, type ClusterDiagnostics, type MemberDiagnostics, type Timeline } from '../wire/diagnostics.js';
 import { buildTimeline, estimateClock, versionMismatch, type TimelineQuery } from './timeline.js';
 
@@ -27,11 +27,7 @@ export const DiagnosticsRequest = z.strictObject({});
 export type DiagnosticsRequest = z.infer<typeof DiagnosticsRequest>;
 
 /** The part of the router this needs. */
-export interface DiagnosticsDataPlane {
-  handle<Req, Res>(protocol: string, handler: RequestHandler<Req, Res>, options?: HandleOptions<Req>): Promise<void>;
-  unhandle(protocol: string): Promise<void>;
-  request<Res>(nodeId: string, protocol: string, message: unknown, options?: RequestOptions<Res>): Promise<Res>;
-}
+export type DiagnosticsDataPlane = Pick<Router, 'handle' | 'unhandle' | 'request'>;
 
 export interface ClusterDiagnosticsOptions {
   selfId: string;
