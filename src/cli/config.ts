@@ -4,7 +4,7 @@ import { formatBytes } from '../common/format-bytes.js';
 import { resolveDataDir } from '../common/paths.js';
 import type { ClusterSettings } from '../master/state/settings.js';
 import type { SettingsBody } from '../api/control/settings-routes.js';
-import { loadAdminToken, rotateAdminTokenFile } from '../node/admin-token.js';
+import { loadAdminToken, rotateAdminTokenFile } from '../api/control/admin-token.js';
 import { readRunFiles } from '../node/run-files.js';
 import { parseCommand } from './args.js';
 import { connectToNode } from './client.js';

@@ -1,5 +1,9 @@
 import type { StatusView } from '../api/control/control.js';
+import { RESOURCES_STALE_MS, type ResourcesView } from '../cluster/telemetry.js';
 import { ShoalError } from '../common/errors.js';
+import type { NodeId } from '../common/ids.js';
+import type { ClusterState } from '../master/state/state.js';
+import type { NodeGpus } from './prometheus.js';
 
 /** Where per-node routes (`/metrics/series`, `/logs`) find the nodes they may ask. */
 
@@ -33,4 +37,17 @@ export function resolveNode(status: StatusView, selector: string | undefined): R
   }
   if (byName.length > 1) throw new ShoalError('BAD_REQUEST', `'${selector}' names ${byName.length} members: use the node id (${byName.map((m) => m.nodeId).join(', ')})`);
   throw new ShoalError('NOT_FOUND', `no member is called '${selector}': 'shoal status' lists this node and the members`);
+}
+
+/**
+ * The GPUs the metrics show: this node's own readings, and each member's from its latest resources
+ * report while that is fresh (a member that stopped reporting drops out rather than showing old cards).
+ */
+export function memberGpus(self: NodeGpus, state: ClusterState, resources: Record<string, ResourcesView>): NodeGpus[] {
+  const nameOf = (nodeId: string): string => {
+    const member = Object.hasOwn(state.members, nodeId) ? state.members[nodeId as NodeId] : undefined;
+    return member ? (member.nickname ?? member.name) : nodeId;
+  };
+  const others = Object.entries(resources).filter(([nodeId, r]) => nodeId !== self.nodeId && r.ageMs <= RESOURCES_STALE_MS);
+  return [self, ...others.map(([nodeId, r]) => ({ nodeId, name: nameOf(nodeId), gpus: r.gpus }))];
 }

@@ -2,23 +2,21 @@
 // in the order `composeNode` documents. What the node serves is in control.ts (`GET /state`, membership),
 // health.ts (`/healthz`) and node-views.ts; run-files.ts is what it leaves for the CLI.
 
-import { chmod, mkdir, stat } from 'node:fs/promises';
+import { chmod, mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { basename, extname, isAbsolute, join } from 'node:path';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { DisposeStack } from '../common/dispose-stack.js';
-import { errorMessage, ShoalError } from '../common/errors.js';
-import { ModelId, type NodeId } from '../common/ids.js';
+import { ShoalError } from '../common/errors.js';
+import type { ModelId, NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
-import { modelsDir } from '../common/paths.js';
 import { shoalCommit, shoalVersion } from '../common/version.js';
 import { buildServer } from '../api/server.js';
-import { resolveBuiltinModel, BUILTIN_MODEL_IDS } from '../models/builtin-store.js';
-import { GgufFactsError, readGgufFacts } from '../models/cards/gguf-facts.js';
+import { resolveDefaultModel } from '../models/default-model.js';
 import type { GpuChoice } from '../worker/runner/protocol.js';
 import { Worker } from '../worker/worker.js';
 import { ControlPlane } from '../cluster/control-plane.js';
-import { NodeTelemetry, RESOURCES_STALE_MS } from '../cluster/telemetry.js';
+import { NodeTelemetry } from '../cluster/telemetry.js';
 import { downloadReports } from '../cluster/telemetry-downloads.js';
 import { selfHealthProbe } from '../cluster/self-health-probe.js';
 import { ClusterDispatcher } from '../inference/dispatcher.js';
@@ -29,7 +27,7 @@ import { endpointFromEnv, ModelsService, reserveFromEnv } from '../models/servic
 import { PeerModels } from '../models/peer-models.js';
 import { keepBytesFromEnv, ModelKeeper, modelsPlacedOn } from '../models/keeper.js';
 import { NodeDashboard } from '../dashboard/node-dashboard.js';
-import type { NodeGpus } from '../metrics/prometheus.js';
+import { memberGpus } from '../metrics/nodes.js';
 import type { LogRing } from '../dashboard/log-ring.js';
 import type { RotatingLogFile } from '../common/log-file.js';
 import { placementControl } from '../placement/control.js';
@@ -46,10 +44,11 @@ import { nodeControl } from './control.js';
 import { nodeHealth } from './health.js';
 import { runnerReports } from './node-views.js';
 import { RunFiles } from './run-files.js';
-import { DataDirLock } from './data-dir-lock.js';
+import { DataDirLock } from '../common/data-dir-lock.js';
 import { bannerLines } from './banner.js';
-import { loadAdminToken, rotateAdminTokenFile } from './admin-token.js';
-import { settingsControl, warnIfOpenToNetwork } from './settings.js';
+import { loadAdminToken, rotateAdminTokenFile } from '../api/control/admin-token.js';
+import { settingsControl } from './settings.js';
+import { warnIfOpenToNetwork } from '../api/open-warning.js';
 import { NodeRecorder } from '../diagnostics/recorder.js';
 import { nodeDiagnostics } from '../diagnostics/node-diagnostics.js';
 import { ClusterDiagnosticsService, diagnosticsMembers } from '../diagnostics/cluster-diagnostics.js';
@@ -118,42 +117,6 @@ export interface RunningNode extends AsyncDisposable {
   worker: Worker;
   plane: ControlPlane;
   stop(): Promise<void>;
-}
-
-/** Resolves `--default-model` to an id and a file on disk, generating built-in models on first use. */
-async function resolveDefaultModel(spec: string, dataDir: string, log: Logger): Promise<{ id: ModelId; path: string }> {
-  if (isAbsolute(spec) || spec.endsWith('.gguf')) {
-    const id = ModelId.safeParse(basename(spec, extname(spec)));
-    if (!id.success) throw new ShoalError('BAD_REQUEST', `cannot derive a model id from the file name of '${spec}'`);
-    await checkModelFile(spec);
-    return { id: id.data, path: spec };
-  }
-  const started = Date.now();
-  const resolved = await resolveBuiltinModel(spec, modelsDir(dataDir));
-  if (!resolved) {
-    throw new ShoalError('MODEL_NOT_FOUND', `unknown default model '${spec}': built-in models are ${BUILTIN_MODEL_IDS.join(', ')}, or pass the path of a .gguf file`);
-  }
-  if (resolved.generated) log.debug({ modelId: spec, path: resolved.path, ms: Date.now() - started }, 'generated built-in model');
-  return { id: resolved.id, path: resolved.path };
-}
-
-/**
- * A `--default-model` file that is missing or not a GGUF model fails the start with one line: the
- * runner would otherwise crash on it, be restarted and give up only after its fifth crash.
- */
-async function checkModelFile(path: string): Promise<void> {
-  const what = `--default-model ${path}`;
-  const info = await stat(path).catch((error: unknown) => {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new ShoalError('BAD_REQUEST', code === 'ENOENT' ? `${what}: no such file: pass the path of a .gguf model file or a built-in id (${BUILTIN_MODEL_IDS.join(', ')})` : `${what}: cannot read it (${code ?? errorMessage(error)})`, { cause: error });
-  });
-  if (!info.isFile()) throw new ShoalError('BAD_REQUEST', `${what}: not a file: pass the path of a .gguf model file`);
-  try {
-    await readGgufFacts(path);
-  } catch (error) {
-    const reason = error instanceof GgufFactsError ? error.message.replace(`${path}: `, '') : errorMessage(error);
-    throw new ShoalError('BAD_REQUEST', `${what} is not a usable GGUF model (${reason}): pass a .gguf model file, such as one 'shoal models pull' downloads`, { cause: error });
-  }
 }
 
 /**
@@ -377,16 +340,6 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   const control = issuedSecrets.watch(nodeControl({ plane, worker, telemetry, peers, apiKeyRequired: () => (options.apiKeys ?? []).some((k) => k !== '') || plane.view().state.settings.apiKeyDigests.length > 0 }));
   // Dashboard, metrics and logs (src/dashboard/node-dashboard.ts): counts every request the API
   // dispatches; its live streams end first at a stop.
-  // The metrics' GPU figures are the detected ones (the sampler's sum, the per-GPU gauges of every member).
-  const memberGpus = (): NodeGpus[] => {
-    const state = plane.view().state;
-    const nameOf = (nodeId: string): string => {
-      const member = Object.hasOwn(state.members, nodeId) ? state.members[nodeId as NodeId] : undefined;
-      return member ? (member.nickname ?? member.name) : nodeId;
-    };
-    const others = Object.entries(telemetry.resourcesView()).filter(([nodeId, r]) => nodeId !== plane.nodeId && r.ageMs <= RESOURCES_STALE_MS);
-    return [{ nodeId: plane.nodeId, name, gpus: gpus.readings() }, ...others.map(([nodeId, r]) => ({ nodeId, name: nameOf(nodeId), gpus: r.gpus }))];
-  };
   const dashboard = await NodeDashboard.start({
     log,
     nodeId: plane.nodeId,
@@ -398,7 +351,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     recentLogs: options.recentLogs,
     logFile: options.logFile,
     system: { readGpu: async () => gpuUse(gpus.readings()) },
-    gpus: memberGpus,
+    gpus: () => memberGpus({ nodeId: plane.nodeId, name, gpus: gpus.readings() }, plane.view().state, telemetry.resourcesView()),
   });
   stack.defer(() => dashboard.stop());
 

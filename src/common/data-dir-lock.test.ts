@@ -4,8 +4,8 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { isShoalError } from '../common/errors.js';
-import { createLogger } from '../common/log.js';
+import { isShoalError } from './errors.js';
+import { createLogger } from './log.js';
 import { DataDirLock } from './data-dir-lock.js';
 
 const log = createLogger({ level: 'silent' });
@@ -106,7 +106,7 @@ test('concurrent takeovers of one stale lock leave exactly one holder', async ()
     // Children, so that each has its own pid and none reads the other's lock as its own.
     const script = `
       const { DataDirLock } = await import(${JSON.stringify(new URL('./data-dir-lock.js', import.meta.url).href)});
-      const { createLogger } = await import(${JSON.stringify(new URL('../common/log.js', import.meta.url).href)});
+      const { createLogger } = await import(${JSON.stringify(new URL('./log.js', import.meta.url).href)});
       try { await DataDirLock.acquire(process.argv[1], createLogger({ level: 'silent' })); console.log('won'); setInterval(() => {}, 1000); }
       catch (e) { console.log(e.message.startsWith('a node (') ? 'refused' : 'error: ' + e.message); }`;
     const children = Array.from({ length: 4 }, () => spawn(process.execPath, ['--input-type=module', '-e', script, dir], { stdio: ['ignore', 'pipe', 'inherit'] }));

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { link, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { ShoalError } from '../common/errors.js';
-import { writeFileAtomic } from '../common/durable-fs.js';
-import type { Logger } from '../common/log.js';
+import { ShoalError } from './errors.js';
+import { writeFileAtomic } from './durable-fs.js';
+import type { Logger } from './log.js';
 
 /**
  * One node per data dir. Two nodes on one dir would share an identity and an event log, both run the

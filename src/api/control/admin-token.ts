@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { writeFileAtomic } from '../common/durable-fs.js';
+import { writeFileAtomic } from '../../common/durable-fs.js';
 
 /**
  * The node's admin token, kept in its data dir (mode 0600) across restarts, so a dashboard that was
