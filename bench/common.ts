@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { physicalCoreCount } from '../src/common/cpu.js';
-import { bundledSource, buildEngines, findEngine, findEngineBuild, nodeLlamaCppDir } from '../src/doctor/engines.js';
+import { bundledSource, findEngine, findEngineBuild, nodeLlamaCppDir } from '../src/doctor/engines.js';
 import { countParams, generateRandomModel, modelSpecForParams } from '../src/models/generate/random-model.js';
 import { freePort, startTestNode, type TestNode } from '../test/support/node-process.js';
 import { parseLinkRate } from './link.js';
@@ -86,21 +86,17 @@ export async function ensureBenchModel(params: string, type: TensorType, dir = '
   return { path, name: spec.name, params: countParams(spec), type, bytes: (await stat(path)).size };
 }
 
-/** The cached llama-server for the pinned llama.cpp commit, built first (as `shoal doctor --fix` does) when missing. */
+/**
+ * The provisioned llama-server for the pinned llama.cpp commit. A benchmark never builds it: a build
+ * inside the run takes minutes and its load would skew every figure, so a missing engine fails at once
+ * with the command that provisions it.
+ */
 export async function ensureLlamaServer(): Promise<string> {
   const found = await findEngine('llama-server');
   if (found) return found;
-  process.stderr.write('llama-server is not built yet: building it from the llama.cpp source bundled with node-llama-cpp (minutes)...\n');
-  let lastPercent = -10;
-  const built = await buildEngines({
-    onProgress: (p) => {
-      if (p.percent >= lastPercent + 10) {
-        lastPercent = p.percent;
-        process.stderr.write(`  engines ${p.phase} ${Math.round(p.percent)}%: ${p.message}\n`);
-      }
-    },
-  });
-  return built.binaries['llama-server'];
+  throw new Error(
+    `llama-server is not provisioned for llama.cpp ${bundledSource()?.commit.slice(0, 8) ?? '(source bundle missing)'}: run \`shoal doctor --fix\` first, or start a node with \`shoal run\` and wait until \`shoal status\` shows the engines ready`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -300,7 +300,7 @@ async function startToListed(): Promise<Record<string, unknown>> {
   const runArgs = (host: LanHost, dataDir: string): string[] => [
     CLI_PATH, 'run', '--name', host.name, '--data-dir', dataDir, '--threads', '1', '--api-port', String(port), '--p2p-port', '52601',
   ];
-  const env = { ...process.env, SHOAL_LOG_LEVEL: 'warn' };
+  const env = { ...process.env, SHOAL_LOG_LEVEL: 'warn', SHOAL_PROVISION: '0' };
   const groups: ChildProcess[] = [];
   const spawnNode = (host: LanHost, dataDir: string): { child: ChildProcess; out: Captured } => {
     const child = lan.exec(host, process.execPath, runArgs(host, dataDir), { env });

@@ -20,7 +20,7 @@ import { renderReport, type Plot, type ReportMeta } from './report.js';
  */
 
 // In the order they run: the inference benchmarks first, while nothing else of the run is warm.
-const BENCHMARKS = ['physical-limit', 'serve-overhead', 'llama-server-baseline', 'prediction', 'concurrency', 'multi-node', 'model-transfer', 'model-transfer-link', 'peer-copy', 'peer-copy-link', 'install-size', 'log-append', 'control-plane'];
+const BENCHMARKS = ['physical-limit', 'serve-overhead', 'llama-server-baseline', 'prediction', 'concurrency', 'prefix-cache', 'multi-node', 'model-transfer', 'model-transfer-link', 'peer-copy', 'peer-copy-link', 'install-size', 'log-append', 'control-plane'];
 
 // `<name>-link` runs the transfer benchmark `<name>` again with its server and client sides in two network
 // namespaces joined by a link shaped to LINK_RATE (bench/link.ts): the LAN users copy models over, where the
@@ -47,11 +47,11 @@ const outDir = join('bench', 'results', stamp);
 mkdirSync(outDir, { recursive: true });
 process.stderr.write(`benchmarks${quick ? ' (--quick)' : ''}: ${selected.join(', ')} → ${outDir}\n`);
 
-// Built once up front, so the build's minutes are not charged to the first benchmark that needs it.
+// Looked up once up front (never built: ensureLlamaServer), so a missing engine is said before the first benchmark.
 try {
   process.stderr.write(`llama-server: ${await ensureLlamaServer()}\n`);
 } catch (error) {
-  process.stderr.write(`llama-server cannot be built (${(error as Error).message}); the benchmarks that compare with it will fail\n`);
+  process.stderr.write(`${(error as Error).message}; the benchmarks that compare with it will fail\n`);
 }
 
 // Asynchronous, so a Ctrl-C or SIGTERM reaches this process between benchmarks' output and stops the

@@ -43,6 +43,9 @@ if (files.length === 0) {
   process.exit(1);
 }
 const concurrency = process.env.SHOAL_TEST_CONCURRENCY ?? '1';
+// No node a test starts provisions engines unless its test asks (SHOAL_PROVISION=1 in that node's env):
+// on a machine without cached engines a background build would run for many minutes beside the suite.
+process.env.SHOAL_PROVISION ??= '0';
 const result = spawnSync(
   process.execPath,
   // --test-force-exit: a test file whose tests all finished but left a handle open (a libp2p timer, a

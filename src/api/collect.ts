@@ -61,6 +61,7 @@ function addEvent(answer: CollectedAnswer, event: TaskEvent): boolean {
       answer.usage = event.usage;
       answer.stopSequence = event.stopSequence;
       return true;
+    case 'queued':
     case 'start':
       return false;
   }

@@ -140,6 +140,13 @@ function cluster(s: StatusView, name: (nodeId: string) => string): string {
   return `${s.members.length} members, master ${s.masterId === null ? 'not elected yet' : name(s.masterId)}`;
 }
 
+/** Where this node's llama-server / ggml-rpc-server stand: in use, on their way (with progress), or what to run. */
+export function enginesLine(e: NonNullable<StatusView['engines']>): string {
+  const percent = e.percent === null ? '' : ` ${e.percent}%`;
+  const progress = e.phase === 'cached' || e.phase === 'ready' ? '' : `${e.phase}${percent}: `;
+  return `${progress}${e.message}${e.remediation ? `\n    -> ${e.remediation}` : ''}`;
+}
+
 /** The node and its cluster as a person reads them: names and URLs; ids only where no name is known. */
 export function formatStatus(s: StatusView, baseUrl: string): string {
   const name = nodeNamer(s);
@@ -150,6 +157,7 @@ export function formatStatus(s: StatusView, baseUrl: string): string {
     `API          ${baseUrl}/v1 (OpenAI, Anthropic), ${baseUrl}/api (Ollama)${s.apiKeyRequired ? '; needs an API key' : ''}`,
     `Dashboard    ${baseUrl}/`,
     `Health       ${health(s.health)}`,
+    ...(s.engines ? [`Engines      ${enginesLine(s.engines)}`] : []),
     `Cluster      ${cluster(s, name)}`,
   ];
   if (s.members.length > 1) {

@@ -34,7 +34,10 @@ Options:
                            headers, Metal on macOS, else CPU
   -h, --help               show this help
 
-Engines are cached in $SHOAL_ENGINE_CACHE, else $XDG_CACHE_HOME/shoal/engines, else ~/.cache/shoal/engines.`;
+Engines are cached in $SHOAL_ENGINE_CACHE, else $XDG_CACHE_HOME/shoal/engines, else ~/.cache/shoal/engines.
+A node started with \`shoal run\` gets missing engines itself, in the background while it serves: a
+prebuilt release where one is recorded for this machine (SHA-256 checked), else the same build as --fix
+at low priority (\`shoal status\` shows its progress; \`shoal run --no-provision\` turns it off).`;
 
 function positiveInt(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;

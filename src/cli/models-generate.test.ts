@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { gguf } from '@huggingface/gguf';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { modelsGenerateCommand, parseParamCount } from './models-generate.js';
@@ -36,6 +37,8 @@ test('bad arguments exit 2 with a message and usage', async () => {
     ['--params', '1M', '--out', 'x.gguf', '--type', 'q5_1'],
     ['--params', '1M', '--out', 'x.gguf', '--seed=-1'],
     ['--params', '1M', '--out', 'x.gguf', '--nope'],
+    ['--params', '1M', '--out', 'x.gguf', '--inert-blocks', '0'],
+    ['--params', '1M', '--out', 'x.gguf', '--inert-blocks', 'two'],
   ];
   for (const args of cases) {
     const result = await run(args);
@@ -52,6 +55,27 @@ test('generates a model and reports path, params and size', async () => {
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, new RegExp(`^wrote ${out}: 1\\.1M params \\(\\d+\\), q4_0, \\d+\\.\\d MB\\n$`));
     assert.ok((await stat(out)).size > 0);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('--inert-blocks writes a speculative target: the draft command\'s file plus blocks that write nothing', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'shoal-cli-generate-'));
+  try {
+    const draft = join(dir, 'draft.gguf');
+    const target = join(dir, 'target.gguf');
+    assert.equal((await run(['--params', '1M', '--out', draft])).code, 0);
+    const result = await run(['--params', '1M', '--out', target, '--inert-blocks', '3']);
+    assert.equal(result.code, 0, result.stderr);
+    const tensors = async (path: string): Promise<Map<string, number>> => {
+      const parsed = await gguf(path, { allowLocalFile: true });
+      return new Map(parsed.tensorInfos.map((info) => [info.name, Number(info.offset)]));
+    };
+    const [d, t] = [await tensors(draft), await tensors(target)];
+    assert.equal(t.size, d.size + 3 * 9);
+    // Same shape and the same tensors first: the draft's bytes are a prefix of the target's tensor data.
+    for (const [name, offset] of d) assert.equal(t.get(name), offset, name);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

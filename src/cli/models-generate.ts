@@ -4,15 +4,17 @@
 import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { parseArgs } from './args.js';
-import { countParams, formatCount, generateRandomModel, GgufSpecError, modelSpecForParams } from '../models/generate/random-model.js';
+import { countParams, formatCount, generateRandomModel, GgufSpecError, modelSpecForParams, speculativePairSpecs } from '../models/generate/random-model.js';
 
-const USAGE = `usage: shoal models generate --params <N> --out <file> [--type f16|q8_0|q4_0|f32] [--seed N] [--name NAME]
+const USAGE = `usage: shoal models generate --params <N> --out <file> [--type f16|q8_0|q4_0|f32] [--seed N] [--name NAME] [--inert-blocks N]
 
   --params  approximate parameter count, e.g. 200M, 1.5B, 50k
   --out     destination .gguf file (written atomically)
   --type    matrix storage type (default f16)
   --seed    weight seed, 0..4294967295 (default 0); same arguments give identical bytes
-  --name    general.name stored in the file`;
+  --name    general.name stored in the file
+  --inert-blocks  add N blocks that compute but write nothing: the file is a speculative-decoding
+            target whose exact draft is the same command without this option`;
 
 const TENSOR_TYPES = ['f32', 'f16', 'q8_0', 'q4_0'] as const;
 type TensorType = (typeof TENSOR_TYPES)[number];
@@ -48,12 +50,20 @@ function parseType(text: string | undefined): TensorType {
   return type;
 }
 
+function parseInertBlocks(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!Number.isInteger(value) || value < 1) throw new UsageError(`--inert-blocks must be a whole number of blocks, at least 1, got "${text}"`);
+  return value;
+}
+
 interface Request {
   params: number;
   out: string;
   type: TensorType;
   seed: number;
   name: string | undefined;
+  inertBlocks: number | undefined;
 }
 
 function parseRequest(args: string[]): Request | 'help' {
@@ -69,6 +79,7 @@ function parseRequest(args: string[]): Request | 'help' {
         type: { type: 'string' },
         seed: { type: 'string' },
         name: { type: 'string' },
+        'inert-blocks': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -84,6 +95,7 @@ function parseRequest(args: string[]): Request | 'help' {
     type: parseType(values.type),
     seed: parseSeed(values.seed),
     name: values.name,
+    inertBlocks: parseInertBlocks(values['inert-blocks']),
   };
 }
 
@@ -129,6 +141,7 @@ export async function modelsGenerateCommand(args: string[]): Promise<number> {
       seed: request.seed,
       ...(request.name !== undefined ? { name: request.name } : {}),
     });
+    if (request.inertBlocks !== undefined) spec = speculativePairSpecs(spec, request.inertBlocks).target;
   } catch (err) {
     if (err instanceof UsageError || err instanceof GgufSpecError) {
       process.stderr.write(`shoal models generate: ${err.message}\n${USAGE}\n`);

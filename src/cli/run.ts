@@ -9,6 +9,7 @@ import { CORS_ORIGINS_ENV, parseCorsOrigins } from '../api/cors.js';
 import { mergeConfig, readConfigFile } from './config-file.js';
 import { parseEngineRequest } from '../worker/default-engine.js';
 import { DEFAULT_STALL_TIMEOUT_MS } from '../worker/recorded-runner.js';
+import { SPECULATIVE_ENV } from '../worker/engines/llama-server-args.js';
 import { parseBackendList, parseBackendTag } from '../doctor/backends.js';
 import { LogRing } from '../dashboard/log-ring.js';
 import { GpuChoice, MAX_CONTEXT_TOKENS, MAX_SEQUENCES, MAX_THREADS } from '../worker/runner/protocol.js';
@@ -43,6 +44,12 @@ Options:
   --stall-timeout <s>      seconds a generation may go without a token before the hang watchdog fails
                            it with RUNNER_STALLED and restarts its engine (default 60, also
                            SHOAL_STALL_TIMEOUT_S); before the first token 0.1 s per prompt token is added
+  --no-provision           do not get llama-server / ggml-rpc-server in the background when they are
+                           missing (also SHOAL_PROVISION=0); by default the node serves on node-llama-cpp
+                           meanwhile and moves onto them once a prebuilt release or a low-priority build
+                           has them (progress: the log, \`shoal status\`, \`shoal doctor\`, the dashboard)
+  --no-speculative         start llama-server without the draft models cards name for speculative
+                           decoding (also SHOAL_SPECULATIVE=0), to measure a model with and without one
   --p2p-port <port>        cluster (libp2p) port (default 52601)
   --no-mdns                do not look for other nodes on the LAN by mDNS
   --bootstrap <multiaddr>  dial this node at start (repeatable), for networks mDNS does not reach; the
@@ -112,6 +119,8 @@ const RUN_FLAGS = {
   'vram-budget': { type: 'string' },
   'stall-timeout': { type: 'string' },
   'no-mdns': { type: 'boolean' },
+  'no-provision': { type: 'boolean' },
+  'no-speculative': { type: 'boolean' },
   bootstrap: { type: 'string', multiple: true },
   headless: { type: 'boolean' },
   'cors-origin': { type: 'string', multiple: true },
@@ -187,6 +196,7 @@ export async function runCommand(args: string[]): Promise<number> {
       vramBudgetBytes: values['vram-budget'] === undefined ? null : parseSize('vram-budget', values['vram-budget']),
       stallTimeoutMs: positiveInt('stall-timeout', values['stall-timeout'] ?? process.env.SHOAL_STALL_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_MS / 1000, MAX_STALL_TIMEOUT_S) * 1000,
       mdns: values['no-mdns'] !== true,
+      provision: values['no-provision'] !== true && process.env.SHOAL_PROVISION !== '0',
       bootstrap: values.bootstrap ?? [],
       headless: values.headless === true,
       apiKeys: [...(values['api-key'] ?? []), ...(process.env.SHOAL_API_KEYS ?? '').split(',')].map((k) => k.trim()).filter((k) => k !== ''),
@@ -196,6 +206,9 @@ export async function runCommand(args: string[]): Promise<number> {
     console.error((error as Error).message);
     return 2;
   }
+
+  // The engines read the switch where they build llama-server's command line, in this process.
+  if (values['no-speculative'] === true) process.env[SPECULATIVE_ENV] = '0';
 
   // The node's recent lines, for `GET /logs`, the dashboard and `shoal logs` (bounded: src/dashboard/log-ring.ts).
   const recentLogs = new LogRing();

@@ -37,8 +37,8 @@ export interface NodeTelemetryOptions {
   dataDir: string;
   /** `--memory-budget`: the most placement may use on this node; null = no cap beyond available memory. */
   memoryBudgetBytes: number | null;
-  /** Backend tags this node offers. */
-  backends: string[];
+  /** Backend tags this node offers now: read at every report, since engines provisioned after the start add theirs. */
+  backends: () => string[];
   /** This node's GPUs now (src/worker/gpus.ts GpuMonitor.readings: cached, never waits on a tool). */
   gpus: () => GpuReading[];
   /** `--vram-budget`: the most placement may use on each GPU of this node; null or absent = its free VRAM. */
@@ -127,17 +127,19 @@ export class NodeTelemetry implements AsyncDisposable {
   }
 
   start(): void {
-    const publishResources = (): void => {
-      void this.readResources().then((message) => {
-        if (message) this.options.plane.publishTelemetry(message);
-      }, (error: unknown) => this.options.log.warn({ err: error }, 'could not read resources'));
-    };
-    publishResources();
-    this.timers.push(setInterval(publishResources, RESOURCES_INTERVAL_MS));
+    this.publishResources();
+    this.timers.push(setInterval(() => this.publishResources(), RESOURCES_INTERVAL_MS));
     this.timers.push(setInterval(() => this.runnersChanged(), RUNNERS_INTERVAL_MS));
     this.timers.push(setInterval(() => this.publishDownloads(), DOWNLOADS_INTERVAL_MS));
     this.publishHealth();
     this.timers.push(setInterval(() => this.publishHealth(), HEALTH_INTERVAL_MS));
+  }
+
+  /** Publishes a resources report now (the beat does too); the node calls it when the backends it offers change, so placement sees them at once. */
+  publishResources(): void {
+    void this.readResources().then((message) => {
+      if (message) this.options.plane.publishTelemetry(message);
+    }, (error: unknown) => this.options.log.warn({ err: error }, 'could not read resources'));
   }
 
   /** Reads this node's own reasons (kept for its own `/state`) and, in a cluster, tells the members with the build. */
@@ -233,7 +235,7 @@ export class NodeTelemetry implements AsyncDisposable {
       cpu: { cores, loadPct: Math.min(100, Math.round(((loadavg()[0] ?? 0) / cores) * 100)) },
       gpus: this.options.gpus().slice(0, MAX_REPORTED_GPUS),
       vramBudgetBytes: this.options.vramBudgetBytes ?? null,
-      backends: this.options.backends,
+      backends: this.options.backends(),
       memoryBandwidthBytesPerS: this.options.memoryBandwidthBytesPerS,
       disk: { freeBytes: diskFree },
       peers: this.options.peers().slice(0, MAX_REPORTED_PEERS),

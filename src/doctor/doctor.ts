@@ -20,6 +20,7 @@ import {
   type BuildProgress,
   type EngineCompute,
 } from './engines.js';
+import { engineReleases } from './releases.js';
 import { detectHardware, type GpuRequest } from './hardware.js';
 import { assembleReport, backendChecks, engineChecks, hardwareChecks, type Check, type DoctorReport, type EnginesStatus, type Fix } from './report.js';
 import { fixStorage, inspectStorage, storageChecks } from './storage.js';
@@ -75,6 +76,8 @@ export async function inspectEngines(options: { cacheRoot?: string; signal?: Abo
     compute: current?.compute ?? null,
     builtAt: current?.builtAt ?? null,
     buildSeconds: current?.buildSeconds ?? null,
+    origin: current?.source ?? null,
+    releaseAvailable: (await engineReleases().catch(() => [])).some((r) => r.commit === source.commit && r.platform === process.platform && r.arch === process.arch),
     binaries,
     buildTools: complete ? null : await checkBuildTools(),
   };

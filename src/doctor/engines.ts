@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { createWriteStream, existsSync, openSync, readSync, closeSync, readFileSync, readdirSync } from 'node:fs';
 import { access, chmod, constants, copyFile, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism, homedir, totalmem } from 'node:os';
+import { availableParallelism, homedir, setPriority, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -26,6 +26,8 @@ const BUILD_JOB_MEMORY_BYTES = 1.5 * 1024 ** 3;
 const BUILD_ERROR_TAIL_LINES = 40;
 /** How long `<engine> --version` may take before the binary counts as not running. */
 const VERSION_PROBE_TIMEOUT_MS = 10_000;
+/** The niceness of a background build (the lowest priority): the node's own inference keeps the CPUs. */
+const LOW_PRIORITY = 19;
 
 /** Where the pinned llama.cpp source comes from. */
 export interface EngineSource {
@@ -45,6 +47,10 @@ export const EngineManifest = z.strictObject({
   cmakeFlags: z.array(z.string()),
   builtAt: z.string(),
   buildSeconds: z.number().nonnegative(),
+  /** Where the binaries came from: built from the bundled source (absent: the manifests before releases), or a prebuilt release (src/doctor/releases.ts). */
+  source: z.enum(['build', 'release']).optional(),
+  /** The release archive's SHA-256, checked before it was unpacked (source `release` only). */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
 });
 export type EngineManifest = z.infer<typeof EngineManifest>;
 
@@ -453,6 +459,8 @@ export interface BuildEnginesOptions {
   force?: boolean;
   signal?: AbortSignal;
   onProgress?: (progress: BuildProgress) => void;
+  /** Run the build's commands at the lowest CPU priority, so a node building in the background keeps serving. */
+  lowPriority?: boolean;
 }
 
 export interface BuildEnginesResult {
@@ -526,7 +534,7 @@ export async function buildEngines(options: BuildEnginesOptions = {}): Promise<B
   };
   const step = async (phase: BuildPhase, command: string, args: string[], cwd: string): Promise<void> => {
     log.write(`$ ${command} ${args.join(' ')}\n`);
-    const result = await runCommand(command, args, { cwd, signal: options.signal, onLine: onLine(phase) });
+    const result = await runCommand(command, args, { cwd, signal: options.signal, onLine: onLine(phase), lowPriority: options.lowPriority === true });
     if (options.signal?.aborted) throw cancelled(options.signal);
     if (result.error !== null || result.code !== 0) {
       const why = result.error ?? `exit code ${result.code}`;
@@ -567,19 +575,13 @@ export async function buildEngines(options: BuildEnginesOptions = {}): Promise<B
       cmakeFlags: flags,
       builtAt: new Date().toISOString(),
       buildSeconds,
+      source: 'build',
     };
     await writeFile(manifestPath(out), `${JSON.stringify(manifest, null, 2)}\n`);
     await closeStream(log);
 
-    // Move into place: an older or partial entry is moved aside first (and removed with the temporary
-    // directory). When another process finished the same build meanwhile, its entry wins.
-    if (existsSync(dir)) await rename(dir, join(tmp, 'old')).catch(() => undefined);
-    try {
-      await rename(out, dir);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      const theirs = code === 'ENOTEMPTY' || code === 'EEXIST' ? await readEngineManifest(dir) : null;
-      if (!theirs || theirs.commit !== source.commit) throw error;
+    const theirs = await installCacheEntry(out, dir, tmp, source.commit);
+    if (theirs) {
       report('install', 100, 'another process finished the same build');
       return { dir, commit: source.commit, compute: theirs.compute, cached: true, buildSeconds: theirs.buildSeconds, binaries: binariesOf(dir) };
     }
@@ -591,6 +593,25 @@ export async function buildEngines(options: BuildEnginesOptions = {}): Promise<B
     throw error;
   } finally {
     await rm(tmp, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+/**
+ * Moves a complete entry assembled in `out` (inside the temporary directory `tmp`) into place at `dir`:
+ * an older or partial entry is moved aside into `tmp` first (and removed with it). When another process
+ * finished an entry for the same commit meanwhile, its entry wins and its manifest comes back; null
+ * when `out` was installed.
+ */
+export async function installCacheEntry(out: string, dir: string, tmp: string, commit: string): Promise<EngineManifest | null> {
+  if (existsSync(dir)) await rename(dir, join(tmp, 'old')).catch(() => undefined);
+  try {
+    await rename(out, dir);
+    return null;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const theirs = code === 'ENOTEMPTY' || code === 'EEXIST' ? await readEngineManifest(dir) : null;
+    if (!theirs || theirs.commit !== commit) throw error;
+    return theirs;
   }
 }
 
@@ -630,7 +651,7 @@ interface RunResult {
 function runCommand(
   command: string,
   args: string[],
-  options: { cwd?: string; timeoutMs?: number; signal?: AbortSignal | undefined; onLine?: (line: string) => void },
+  options: { cwd?: string; timeoutMs?: number; signal?: AbortSignal | undefined; onLine?: (line: string) => void; lowPriority?: boolean },
 ): Promise<RunResult> {
   return new Promise((done) => {
     if (options.signal?.aborted) {
@@ -648,6 +669,14 @@ function runCommand(
     } catch (error) {
       done({ code: null, stdout: '', stderr: '', error: (error as Error).message });
       return;
+    }
+    // Set before the command forks its compilers, which inherit it (a race lost only costs priority).
+    if (options.lowPriority && child.pid !== undefined) {
+      try {
+        setPriority(child.pid, LOW_PRIORITY);
+      } catch {
+        // not permitted here: the build runs at normal priority
+      }
     }
     let stdout = '';
     let stderr = '';

@@ -133,6 +133,12 @@ test('engine checks: missing engines warn with the build command and the tools t
   assert.deepEqual(engineChecks({ ...ENGINES_MISSING, source: null }, 2).map((c) => c.id), ['engines.source']);
 });
 
+test('engine checks say a running node provisions missing engines itself, and where cached ones came from', () => {
+  assert.match(engineChecks(ENGINES_MISSING, 2)[0]?.remediation ?? '', /a node started with `shoal run` builds it in the background by itself while it serves \(progress: shoal status\)/);
+  assert.match(engineChecks({ ...ENGINES_MISSING, releaseAvailable: true }, 2)[0]?.remediation ?? '', /installs the prebuilt release of llama.cpp 80fb11ac/);
+  assert.match(engineChecks({ ...ENGINES_BUILT, origin: 'release' }, 2)[0]?.summary ?? '', /llama-server installed from the prebuilt release of llama.cpp 80fb11ac/);
+});
+
 test('no advertised backend is an error', () => {
   assert.equal(backendChecks({ ...BACKENDS, tags: [] })[0]?.level, 'error');
   assert.match(backendChecks({ ...BACKENDS, source: 'config' })[0]?.summary ?? '', /from the configured list/);

@@ -75,6 +75,10 @@ export const EnginesStatus = z.strictObject({
   builtAt: z.string().nullable(),
   buildSeconds: z.number().nullable(),
   binaries: z.array(EngineBinaryStatus),
+  /** Where the cached engines came from (their manifest); absent or null when none are cached or the manifest predates releases. */
+  origin: z.enum(['build', 'release']).nullable().optional(),
+  /** Whether a prebuilt release for this machine is recorded (src/doctor/releases.ts): a node provisions from it instead of building. */
+  releaseAvailable: z.boolean().optional(),
   /** Checked only when something is not built: what a build would still need. */
   buildTools: z.strictObject({ ok: z.boolean(), missing: z.array(z.string()), installHint: z.string().nullable() }).nullable(),
 });
@@ -252,7 +256,9 @@ export function engineChecks(engines: EnginesStatus, cores: number): Check[] {
         id,
         level: 'warn',
         summary: `${binary.name} is not built: ${binary.name === 'llama-server' ? 'llama_server' : 'rpc'} backends are not available`,
-        remediation: `${toolsLine}run shoal doctor --fix to build it from the bundled llama.cpp ${pin} (${buildEstimate(cores)})`,
+        remediation: engines.releaseAvailable
+          ? `a node started with \`shoal run\` installs the prebuilt release of llama.cpp ${pin} in the background by itself (progress: shoal status); or run shoal doctor --fix to build it now (${buildEstimate(cores)})`
+          : `${toolsLine}run shoal doctor --fix to build it from the bundled llama.cpp ${pin} (${buildEstimate(cores)}); a node started with \`shoal run\` builds it in the background by itself while it serves (progress: shoal status)`,
       });
     } else if (!binary.runs) {
       checks.push({
@@ -266,7 +272,7 @@ export function engineChecks(engines: EnginesStatus, cores: number): Check[] {
       checks.push({
         id,
         level: 'ok',
-        summary: `${binary.name} built from llama.cpp ${pin}${engines.compute ? ` for ${engines.compute}` : ''}, runs${binary.version ? ` (${binary.version})` : ''}`,
+        summary: `${binary.name} ${engines.origin === 'release' ? 'installed from the prebuilt release of' : 'built from'} llama.cpp ${pin}${engines.compute ? ` for ${engines.compute}` : ''}, runs${binary.version ? ` (${binary.version})` : ''}`,
       });
     }
   }

@@ -39,6 +39,13 @@ function chat(model: string, over: Partial<Extract<RunnerTask, { kind: 'generate
 
 const TOOL = { name: 'lookup', parameters: { type: 'object' } };
 
+let conversations = 0;
+/** A chat no earlier request began, so no replica holds its prefix and only load and locality decide. */
+function unrelated(model: string): RunnerTask {
+  conversations += 1;
+  return chat(model, { prompt: { kind: 'chat', messages: [{ role: 'user', content: `conversation ${conversations}` }] } });
+}
+
 /** One of this node's instances: its status and a runner that records what it ran. */
 function local(instanceId: string, modelId: string, over: Partial<InstanceStatus> = {}): { status: InstanceStatus; ran: RunnerTask[] } {
   const status: InstanceStatus = {
@@ -219,9 +226,35 @@ test("a local instance runs in process; a remote one runs through `remote` when 
   assert.equal(mine.ran.length, 0);
 
   mine.status.queued = 0;
-  await drain(dispatcher.run(chat('m'), new AbortController().signal));
+  await drain(dispatcher.run(unrelated('m'), new AbortController().signal));
   assert.equal(calls.length, 1, 'a tie stays on this node');
   assert.deepEqual(mine.ran.map((t) => t.model), ['m']);
+});
+
+test("a conversation's next turn goes back to the replica that served its last one while loads are equal", async () => {
+  const bReports = [report('b-1', 'm', { inFlight: 1 })];
+  const { dispatcher, calls } = dispatcherOf({ members: [member(B), member(C)], reports: { [B]: bReports, [C]: [report('c-1', 'm')] } });
+  const turn1 = chat('m', { prompt: { kind: 'chat', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hello' }] } });
+  await drain(dispatcher.run(turn1, new AbortController().signal));
+  assert.deepEqual(calls.map((c) => c.instanceId), ['c-1'], 'b-1 was busier');
+
+  bReports[0]!.inFlight = 0;
+  const messages = turn1.kind === 'generate' && turn1.prompt.kind === 'chat' ? turn1.prompt.messages : [];
+  const turn2 = chat('m', { prompt: { kind: 'chat', messages: [...messages, { role: 'assistant', content: 'hi' }, { role: 'user', content: 'more' }] } });
+  await drain(dispatcher.run(turn2, new AbortController().signal));
+  // Another conversation has no holder: the tie goes to b-1 by node id.
+  await drain(dispatcher.run(unrelated('m'), new AbortController().signal));
+  assert.deepEqual(calls.map((c) => c.instanceId), ['c-1', 'c-1', 'b-1']);
+
+  // Busier by one request, the holder loses to the lighter replica.
+  const onB = [report('b-1', 'm', { inFlight: 1 })];
+  const onC = [report('c-1', 'm')];
+  const later = dispatcherOf({ members: [member(B), member(C)], reports: { [B]: onB, [C]: onC } });
+  await drain(later.dispatcher.run(turn1, new AbortController().signal));
+  onB[0]!.inFlight = 0;
+  onC[0]!.inFlight = 1;
+  await drain(later.dispatcher.run(turn2, new AbortController().signal));
+  assert.deepEqual(later.calls.map((c) => c.instanceId), ['c-1', 'b-1']);
 });
 
 /**
@@ -266,7 +299,7 @@ test('requests this node has open on a remote runner count against it until they
   });
   const next = (): string => calls.at(-1)?.nodeId ?? 'none';
   const begin = async (signal = new AbortController().signal): Promise<{ iterator: AsyncIterator<TaskEvent>; rest: Promise<TaskEvent[]> }> => {
-    const iterator = dispatcher.run(chat('m'), signal)[Symbol.asyncIterator]();
+    const iterator = dispatcher.run(unrelated('m'), signal)[Symbol.asyncIterator]();
     assert.deepEqual(await iterator.next(), { done: false, value: START });
     const rest = (async () => {
       const out: TaskEvent[] = [];
@@ -310,7 +343,7 @@ test('requests this node has open on a remote runner count against it until they
   await afterAbort.rest;
 
   // Left early by the consumer (the HTTP client went away between events).
-  const left = dispatcher.run(chat('m'), new AbortController().signal)[Symbol.asyncIterator]();
+  const left = dispatcher.run(unrelated('m'), new AbortController().signal)[Symbol.asyncIterator]();
   await left.next();
   assert.equal(next(), B);
   await left.return?.();

@@ -7,6 +7,7 @@ import type { InstanceState } from '../master/state/instances.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../wire/telemetry.js';
 import type { InstanceStatus, Worker } from '../worker/worker.js';
+import { PrefixRoutes, prefixKeys } from './prefix-routes.js';
 import { chooseRoute, type RouteCandidate } from './routing.js';
 import { traceServing } from '../tracing/serving.js';
 import type { RequestTrace } from '../tracing/spans.js';
@@ -86,6 +87,8 @@ function placedMemory(placed: InstanceState): { bytes: number; gpuBytes: number 
 export class ClusterDispatcher implements Dispatcher {
   /** Requests this node has open on each remote runner, keyed `nodeId/instanceId`. */
   private readonly sentOpen = new Map<string, number>();
+  /** Which instance last served each prompt, so a conversation's next turn finds its cache again. */
+  private readonly prefixes = new PrefixRoutes();
 
   constructor(private readonly options: ClusterDispatcherOptions) {}
 
@@ -171,7 +174,10 @@ export class ClusterDispatcher implements Dispatcher {
 
   private dispatch(task: RunnerTask, signal: AbortSignal, trace?: RequestTrace, routeSpan: string | null = null): AsyncIterable<TaskEvent> {
     const candidates = this.candidates(task.model);
-    const choice = chooseRoute(candidates);
+    // Only generation fills a cache worth coming back to.
+    const keys = task.kind === 'generate' ? prefixKeys(task) : [];
+    const holder = this.prefixes.holder(keys, (r) => candidates.some((c) => c.nodeId === r.nodeId && c.instanceId === r.instanceId));
+    const choice = chooseRoute(candidates, holder);
     if (choice.kind === 'none') {
       // Placed, but no runner of it is heard from: its nodes are down (it keeps its place and comes
       // back with them) or it waits for the approval of its downloads. Retry, not "not found".
@@ -202,6 +208,7 @@ export class ClusterDispatcher implements Dispatcher {
       throw new ShoalError('CAPABILITY_MISSING', `model '${task.model}' does not support ${needed}; its capabilities are ${capabilities.join(', ')}`, { param: 'model' });
     }
     trace?.spans.end(routeSpan, { target: target.local ? 'local' : target.nodeId, instanceId: target.instanceId });
+    this.prefixes.served(keys, { nodeId: target.nodeId, instanceId: target.instanceId });
     const events = local?.runner.run ? this.runLocal(local.runner.run.bind(local.runner), task, signal, trace) : this.tracked(target, task, signal, trace);
     if (this.options.observe === undefined) return events;
     const backend = local?.backend ?? this.options.state().instances[target.instanceId]?.placements.find((p) => p.nodeId === target.nodeId)?.backend ?? 'unknown';

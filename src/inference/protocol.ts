@@ -8,7 +8,8 @@ import { MAX_SERVING_SPANS } from '../tracing/spans.js';
  * `/shoal/infer/1`: one inference request per data-plane stream (docs/DESIGN.md section 6).
  *
  * Client -> server: one `run` frame, then the client closes its writing side.
- * Server -> client: `event` frames in the order the runner produced them (an embeddings event too
+ * Server -> client: `event` frames in the order the runner produced them (`queued` events first
+ * while the request waits for a slot on the serving node; an embeddings event too
  * big for one frame travels as `vectors` frames followed by the `embeddings` event carrying the
  * rest), `keepalive` frames while nothing else is sent, then the end of the stream; or an `error`
  * frame (a ShoalError's fields) and the end of the stream. A traced run frame (`trace`) makes the

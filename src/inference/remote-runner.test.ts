@@ -2,8 +2,15 @@ import '../polyfill.js';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pino } from 'pino';
+import { TINY_MODEL_SPEC } from '../models/generate/builtin.js';
+import { generateRandomModel } from '../models/generate/random-model.js';
+import { RunnerSupervisor } from '../worker/runner/supervisor.js';
 import { ShoalError, type ErrorCode } from '../common/errors.js';
 import { RouterError, type Router } from '../router/index.js';
 import { MAX_JSON_DEPTH } from '../wire/json-depth.js';
@@ -126,6 +133,38 @@ describe('remote runner (/shoal/infer/1)', { timeout: 120_000 }, () => {
     assert.equal(self.error, null);
     assert.deepEqual(self.events.map((e) => e.type), ['start', 'end']);
     await Promise.all([stop(a), stop(b)]);
+  });
+
+  test("a request queued on the serving node's one slot hears its place there, then runs", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'shoal-remote-queue-'));
+    const modelPath = join(dir, 'tiny.gguf');
+    await generateRandomModel(TINY_MODEL_SPEC, modelPath);
+    const runner = new RunnerSupervisor({ log: pino({ level: 'silent' }), config: { modelPath, contextSize: 1024, sequences: 1, threads: 1, gpu: false } });
+    const [a, b] = await pair();
+    try {
+      await runner.whenReady();
+      await serveInference(b.router, (_instanceId, task, signal) => runner.run(task, signal));
+      // The first holds the slot, generating until the second hears its place.
+      const first = new AbortController();
+      let firstStarted!: () => void;
+      const holding = new Promise<void>((resolve) => (firstStarted = resolve));
+      const firstRun = drain(runRemote(a.router, b.router.nodeId, 'inst-1', { ...TASK, sampling: { ...TASK.sampling, maxTokens: null } }, first.signal), (event) => {
+        if (event.type === 'start') firstStarted();
+      });
+      await holding;
+      const second = await drain(runRemote(a.router, b.router.nodeId, 'inst-1', { ...TASK, sampling: { ...TASK.sampling, maxTokens: 4 } }, new AbortController().signal), (event) => {
+        if (event.type === 'queued') first.abort();
+      });
+      assert.equal(second.error, null, second.error?.message);
+      assert.deepEqual(second.events.slice(0, 2).map((event) => event.type), ['queued', 'start']);
+      assert.deepEqual(second.events[0], { type: 'queued', position: 1 });
+      assert.equal(second.events.at(-1)?.type, 'end');
+      assert.equal((await firstRun).error?.code, 'CANCELLED');
+    } finally {
+      await runner.stop();
+      await Promise.all([stop(a), stop(b)]);
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   test('typed errors from the serving side reach the client with their code, message and param', async () => {

@@ -82,3 +82,20 @@ test('nothing ready: loading while any runner may still come up, failed once all
     reasons: ['i-c on this node: circuit breaker open', 'i-d on node-d: stopped'],
   });
 });
+
+test("among equally loaded runners the one holding the prompt's prefix wins, over the hop too; a lighter load still wins", () => {
+  const holder = (c: RouteCandidate) => ({ nodeId: c.nodeId, instanceId: c.instanceId });
+  const a = candidate('a', { local: false, nodeId: 'node-a' as NodeId });
+  const b = candidate('b', { local: false, nodeId: 'node-b' as NodeId });
+  assert.equal(routed([a, b]), 'a');
+  assert.equal((chooseRoute([a, b], holder(b)) as { candidate: RouteCandidate }).candidate.instanceId, 'b');
+  // The holder's cache saves evaluating the whole prefix, much more than the hop costs.
+  const mine = candidate('mine');
+  assert.equal((chooseRoute([mine, b], holder(b)) as { candidate: RouteCandidate }).candidate.instanceId, 'b');
+  // Busier by one request, counted from the report or from what this node sent, the holder loses.
+  assert.equal((chooseRoute([a, { ...b, load: 1 }], holder(b)) as { candidate: RouteCandidate }).candidate.instanceId, 'a');
+  assert.equal((chooseRoute([mine, { ...b, sentOpen: 1 }], holder(b)) as { candidate: RouteCandidate }).candidate.instanceId, 'mine');
+  // A holder that is not ready, or a donor, is no candidate at all.
+  assert.equal((chooseRoute([a, { ...b, state: 'starting' }], holder(b)) as { candidate: RouteCandidate }).candidate.instanceId, 'a');
+  assert.equal((chooseRoute([a, { ...b, role: 'donor' }], holder(b)) as { candidate: RouteCandidate }).candidate.instanceId, 'a');
+});

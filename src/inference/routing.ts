@@ -1,5 +1,7 @@
 // Which runner serves a request: pure over what the node knows (its own runners, the others' reports).
-// docs/DESIGN.md section 6: ready first, then least in flight; this node's own runner wins a tie (no hop).
+// docs/DESIGN.md section 6: ready first, then least in flight; among equally loaded runners the one
+// that holds the prompt's prefix in its cache wins (it skips evaluating it, which outweighs a hop),
+// then this node's own runner (no hop).
 
 import type { InstanceId, ModelId, NodeId } from '../common/ids.js';
 import type { InstanceRole } from '../wire/instance-role.js';
@@ -31,7 +33,8 @@ function serves(candidate: RouteCandidate): boolean {
   return candidate.role === 'full' || candidate.role === 'driver';
 }
 
-export function chooseRoute(candidates: readonly RouteCandidate[]): RouteChoice {
+/** `holder`: the runner that last served this prompt's prefix (prefix-routes.ts), if any. */
+export function chooseRoute(candidates: readonly RouteCandidate[], holder: { nodeId: NodeId; instanceId: InstanceId } | null = null): RouteChoice {
   const serving = candidates.filter(serves);
   if (serving.length === 0) return { kind: 'none' };
   const ready = serving.filter((c) => c.state === 'ready');
@@ -39,15 +42,12 @@ export function chooseRoute(candidates: readonly RouteCandidate[]): RouteChoice 
     const reasons = serving.map((c) => `${c.instanceId} on ${c.local ? 'this node' : c.nodeId}: ${c.reason ?? c.state}`);
     return serving.every((c) => c.state === 'failed' || c.state === 'stopped') ? { kind: 'failed', reasons } : { kind: 'loading', reasons };
   }
-  let best = ready[0]!;
-  let bestScore = Infinity;
-  for (const c of ready) {
-    // Half a request of handicap for the hop: a remote runner wins only when it is really less loaded.
-    const score = c.load + c.sentOpen + (c.local ? 0 : 0.5);
-    if (score < bestScore || (score === bestScore && `${c.nodeId}/${c.instanceId}` < `${best.nodeId}/${best.instanceId}`)) {
-      best = c;
-      bestScore = score;
-    }
-  }
-  return { kind: 'route', candidate: best };
+  // Loads are whole requests, so a remote runner wins on load only when it is at least one request less loaded.
+  const holds = (c: RouteCandidate): boolean => holder !== null && c.nodeId === holder.nodeId && c.instanceId === holder.instanceId;
+  const order = (a: RouteCandidate, b: RouteCandidate): number =>
+    a.load + a.sentOpen - (b.load + b.sentOpen) ||
+    Number(holds(b)) - Number(holds(a)) ||
+    Number(b.local) - Number(a.local) ||
+    (`${a.nodeId}/${a.instanceId}` < `${b.nodeId}/${b.instanceId}` ? -1 : 1);
+  return { kind: 'route', candidate: ready.reduce((best, c) => (order(c, best) < 0 ? c : best)) };
 }

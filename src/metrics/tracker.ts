@@ -86,7 +86,8 @@ export class RequestTracker {
   observe(tracked: TrackedRequest, event: TaskEvent, nowMs: number): void {
     const request = tracked as RequestState;
     if (request.done) return;
-    if (request.waiting) {
+    // A queue report comes while the request still waits for a slot.
+    if (request.waiting && event.type !== 'queued') {
       request.waiting = false;
       this.waiting -= 1;
     }
@@ -105,6 +106,7 @@ export class RequestTracker {
       case 'tool_call_delta':
         if (event.arguments !== '') this.addGenerated(request, 1);
         return;
+      case 'queued':
       case 'embeddings':
         return;
       case 'end': {

@@ -1,4 +1,4 @@
-import type { NodeControl, StatusView } from '../api/control/control.js';
+import type { EnginesProvisionView, NodeControl, StatusView } from '../api/control/control.js';
 import type { ControlPlane } from '../cluster/control-plane.js';
 import { explainHealth } from '../cluster/self-health.js';
 import type { NodeTelemetry } from '../cluster/telemetry.js';
@@ -14,6 +14,8 @@ export interface StatusParts {
   peers: PeerModels;
   /** Whether the inference routes ask for an API key. */
   apiKeyRequired: () => boolean;
+  /** Where this node's engine provisioning stands (src/doctor/provision.ts). */
+  engines: () => EnginesProvisionView;
 }
 
 /**
@@ -38,7 +40,7 @@ export function nodeControl(parts: StatusParts): NodeControl {
   };
 }
 
-function nodeStatus({ plane, worker, telemetry, peers, apiKeyRequired }: StatusParts): StatusView {
+function nodeStatus({ plane, worker, telemetry, peers, apiKeyRequired, engines }: StatusParts): StatusView {
   const status = plane.status();
   // Each member's health: what this node sees of it, its build against this one's, what it says of itself.
   const reported = telemetry.reportedHealth();
@@ -54,5 +56,6 @@ function nodeStatus({ plane, worker, telemetry, peers, apiKeyRequired }: StatusP
     artifacts: peers.artifactsView(),
     links: telemetry.links(),
     downloads: telemetry.downloadsView(),
+    engines: engines(),
   };
 }

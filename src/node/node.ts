@@ -34,12 +34,13 @@ import { placementControl } from '../placement/control.js';
 import { PlacementService } from '../placement/service.js';
 import { InstanceHost } from '../worker/instance-host.js';
 import { openRpcTunnel, serveRpcTunnel } from '../worker/rpc-tunnel.js';
-import { createEngineFactory, donorPorts, offeredBackends, servedByLlamaServer } from '../worker/engine-factory.js';
+import { createEngineFactory, donorPorts, moveDefaultModel, offeredBackends, servedByLlamaServer } from '../worker/engine-factory.js';
 import { chooseDefaultEngine, type EngineRequest } from '../worker/default-engine.js';
 import { GpuMonitor } from '../worker/gpus.js';
 import { gpuUse } from '../worker/gpu-readings.js';
 import { reapOrphans } from '../worker/engines/orphans.js';
 import { readBandwidthCache } from '../doctor/hardware.js';
+import { EngineProvisioner, enginesAtStartState, type ProvisionedEngines } from '../doctor/provision.js';
 import { nodeControl } from './control.js';
 import { nodeHealth } from './health.js';
 import { runnerReports } from './node-views.js';
@@ -109,6 +110,12 @@ export interface NodeOptions {
    * Default: on, unless `SHOAL_DIRECT_SOCKETS=0`; off, the bytes stay on libp2p streams.
    */
   directSockets?: boolean;
+  /**
+   * `--no-provision` unset: get llama-server / ggml-rpc-server in the background when they are missing
+   * (src/doctor/provision.ts), while the node serves on node-llama-cpp. Default false: the CLI turns it
+   * on (unless SHOAL_PROVISION=0), so tests and embedders never start a build unasked.
+   */
+  provision?: boolean;
 }
 
 export interface RunningNode extends AsyncDisposable {
@@ -189,9 +196,9 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     }),
   );
   // Every node serves its default model itself, through the fastest engine it has; cluster state places everything else.
-  const engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
+  let engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
   // What this node advertises: what it detects and can run, derived as `shoal doctor` derives it, or `--backends`.
-  const backends = offeredBackends({ engines, llamaCpp: gpus.llamaCpp, gpuRequest: options.gpu, override: options.backends ?? null, nvidiaDevicePresent: gpus.nvidiaDevicePresent });
+  let backends = offeredBackends({ engines, llamaCpp: gpus.llamaCpp, gpuRequest: options.gpu, override: options.backends ?? null, nvidiaDevicePresent: gpus.nvidiaDevicePresent });
   for (const conflict of backends.conflicts) log.warn({ backends: backends.tags }, `${conflict.summary}${conflict.remediation ? ` (${conflict.remediation})` : ''}`);
   const llamaCppGpu = backends.detected.some((tag) => tag.startsWith('llama_cpp-') && tag !== 'llama_cpp-cpu');
   const servedBy = engines === null ? null : servedByLlamaServer(engines, options.gpu === false ? [] : gpus.readings());
@@ -221,7 +228,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     dataDir,
     memoryBudgetBytes: options.memoryBudgetBytes ?? null,
     vramBudgetBytes: options.vramBudgetBytes ?? null,
-    backends: backends.tags,
+    backends: () => backends.tags,
     gpus: () => gpus.readings(),
     memoryBandwidthBytesPerS: bandwidth ? bandwidth.gbPerSecond * 1e9 : null,
     runners: () => runnerReports(worker.status()),
@@ -277,7 +284,8 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
 
   // Every node serves both data-plane protocols: registering them also sets its outbound stream limits.
   await serveLocalInstances(plane.net, worker);
-  await serveRpcTunnel(plane.net, donorPorts(engines), { direct });
+  // Read at each tunnel: engines provisioned after the start (onEnginesReady) serve donors too.
+  await serveRpcTunnel(plane.net, (instanceId) => donorPorts(engines)(instanceId), { direct });
   // Diagnostics (src/diagnostics/): this node's, served to members on /shoal/diagnostics/1, and the cluster's gathered from them.
   const startedAtMs = Date.now();
   const nodeDiagnosticsNow = (): NodeDiagnostics => nodeDiagnostics({ nodeId: plane.nodeId, name, startedAtMs, nowMs: Date.now, runners: () => worker.diagnostics(), moments: () => moments.entries(), router: plane.net });
@@ -337,7 +345,10 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   });
   // The join codes this node issues are remembered, so a capture bundle can redact them.
   const issuedSecrets = new IssuedSecrets();
-  const control = issuedSecrets.watch(nodeControl({ plane, worker, telemetry, peers, apiKeyRequired: () => (options.apiKeys ?? []).some((k) => k !== '') || plane.view().state.settings.apiKeyDigests.length > 0 }));
+  // Engine provisioning (src/doctor/provision.ts) starts once the node serves, below.
+  let provisioner: EngineProvisioner | null = null;
+  const enginesAtStart = enginesAtStartState(engines);
+  const control = issuedSecrets.watch(nodeControl({ plane, worker, telemetry, peers, engines: () => provisioner?.state() ?? enginesAtStart, apiKeyRequired: () => (options.apiKeys ?? []).some((k) => k !== '') || plane.view().state.settings.apiKeyDigests.length > 0 }));
   // Dashboard, metrics and logs (src/dashboard/node-dashboard.ts): counts every request the API
   // dispatches; its live streams end first at a stop.
   const dashboard = await NodeDashboard.start({
@@ -400,6 +411,30 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   await lock.setUrl(url);
   moments.record('start', `serving on ${url}`, { model: model.id, engine: served.engine });
   warnIfOpenToNetwork(log, options.host, (options.apiKeys ?? []).some((k) => k !== '') || plane.view().state.settings.apiKeyDigests.length > 0, port);
+
+  // Engines got after the start: this node's factory and advertised backends follow them.
+  const onEnginesReady = async (ready: ProvisionedEngines): Promise<void> => {
+    const next = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
+    if (next === null || stopping) return;
+    engines = next;
+    // Placed llama_server / rpc parts may start from now on; the default model moves onto llama-server
+    // without failed requests (src/worker/handover.ts). Not awaited: the old engine's drain lasts as long
+    // as its longest open request; the move never throws and the worker logs its outcome.
+    host.useEngines(next);
+    void moveDefaultModel(worker, next, { requested: options.engine ?? 'auto', gpuPresent: llamaCppGpu, detected: gpus.readings() }, log.child({ part: 'worker' }));
+    backends = offeredBackends({ engines: next, llamaCpp: gpus.llamaCpp, gpuRequest: options.gpu, override: options.backends ?? null, nvidiaDevicePresent: gpus.nvidiaDevicePresent });
+    telemetry.publishResources();
+    log.info({ backends: backends.tags, source: ready.source }, `llama-server and ggml-rpc-server (${ready.compute}) are in use: this node now advertises ${backends.tags.join(', ')}`);
+  };
+  if (options.provision === true && engines === null) {
+    // After the node serves: a download or low-priority build runs beside it; a stop cancels it first.
+    const started = stack.use(new EngineProvisioner({ log: log.child({ part: 'engines' }), ...(options.gpu === false ? { compute: 'cpu' as const } : {}) }).start());
+    provisioner = started;
+    // A cache hit here is another process's build (`shoal doctor --fix`) finished since the start: new to this node too.
+    void started.whenReady().then(async (ready) => {
+      if (ready !== null) await onEnginesReady(ready);
+    }).catch((error: unknown) => log.warn({ err: error }, 'could not switch to the provisioned engines'));
+  }
 
   const stop = async (): Promise<void> => {
     if (stopping) return;

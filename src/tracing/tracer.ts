@@ -96,7 +96,8 @@ function respondSpan(events: AsyncIterator<TaskEvent>, trace: RequestTrace): Asy
   return {
     next: async () => {
       const result = await events.next();
-      if (result.done !== true) trace.responded();
+      // A queue report is the engine still waiting, not the answer going out.
+      if (result.done !== true && result.value.type !== 'queued') trace.responded();
       return result;
     },
     return: async (value?: unknown) => (events.return ? events.return(value) : { done: true, value: undefined }),

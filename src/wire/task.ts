@@ -139,6 +139,8 @@ export type FinishReason = z.infer<typeof FinishReason>;
 export const Usage = z.strictObject({
   promptTokens: z.number().int().nonnegative(),
   completionTokens: z.number().int().nonnegative(),
+  /** Prompt tokens not evaluated again because the engine's cache already held them; absent when none were or the engine does not say. */
+  cachedPromptTokens: z.number().int().nonnegative().optional(),
 });
 export type Usage = z.infer<typeof Usage>;
 
@@ -156,10 +158,15 @@ export const TokenLogprob = z.strictObject({
 export type TokenLogprob = z.infer<typeof TokenLogprob>;
 
 /**
- * What a runner streams back for one task. Generate: one `start`, then any of `text`, `reasoning`,
+ * What a runner streams back for one task. Any task may first get `queued` reports. Generate: one `start`, then any of `text`, `reasoning`,
  * `tool_call`, `tool_call_delta`, then one `end`. Count: `start`, `end`. Embed: `start`, `embeddings`, `end`.
  */
 export const TaskEvent = z.discriminatedUnion('type', [
+  /**
+   * Only before `start`: the task waits for a free slot; `position` 1 is the next to be admitted.
+   * Sent when it starts waiting and again each time it moves up.
+   */
+  z.strictObject({ type: z.literal('queued'), position: z.number().int().positive() }),
   z.strictObject({ type: z.literal('start'), promptTokens: z.number().int().nonnegative() }),
   /** Answer text. `logprobs` covers exactly the tokens whose text this is, when asked for. */
   z.strictObject({ type: z.literal('text'), text: z.string(), logprobs: z.array(TokenLogprob).optional() }),

@@ -11,7 +11,8 @@ import { ALL_LAYERS, gpuComputeOf } from './engines/llama-server-args.js';
 import type { GpuReading } from '../wire/telemetry.js';
 import { RpcDonor, donorDevices } from './engines/rpc-donor.js';
 import type { DonorPart, DriverSpec, EngineFactory } from './instance-host.js';
-import type { ServedBy } from './worker.js';
+import type { HandoverOutcome, ServedBy, Worker } from './worker.js';
+import { chooseDefaultEngine, type EngineRequest } from './default-engine.js';
 
 export interface NodeEngines extends EngineFactory {
   /** The compute the engines were built for (the build's manifest, src/doctor/engines.ts). */
@@ -83,6 +84,7 @@ export async function createEngineFactory(options: { dataDir: string; threads: n
         ...(spec.rpcServers.length > 0 ? { rpcServers: spec.rpcServers, gpuLayers: 999 } : {}),
         ...(spec.gpuLayers !== undefined ? { gpuLayers: spec.gpuLayers } : {}),
         ...(spec.devices !== undefined && spec.devices.length > 0 ? { devices: spec.devices } : {}),
+        ...(spec.draft !== undefined ? { draft: spec.draft } : {}),
         ...(spec.gpuLayers !== undefined && spec.gpuLayers > 0 ? { gpu: build.manifest.compute } : {}),
         ...(spec.tensorSplit !== null ? { tensorSplit: spec.tensorSplit } : {}),
         log: options.log.child({ instanceId: spec.instanceId, modelId: spec.modelId, engine: 'llama-server' }),
@@ -123,4 +125,32 @@ export function servedByLlamaServer(engines: Pick<NodeEngines, 'compute' | 'llam
     runner: (spec) =>
       engines.llamaServer({ ...spec, contextTokens: spec.contextSize, parallel: spec.sequences, rpcServers: [], tensorSplit: null, ...(onGpu ? { gpuLayers: ALL_LAYERS } : {}) }),
   };
+}
+
+/** What the node knows when its engines become ready, to choose the default model's engine again. */
+export interface DefaultEngineFacts {
+  /** `--engine` / SHOAL_ENGINE as the node was started with. */
+  requested: EngineRequest;
+  /** node-llama-cpp loads a GPU build here (chooseDefaultEngine's `gpuPresent`). */
+  gpuPresent: boolean;
+  /** The GPUs detected now (GpuMonitor readings). */
+  detected: readonly Pick<GpuReading, 'compute'>[];
+}
+
+/**
+ * Once the managed engines are ready after the node started (built or downloaded in the background),
+ * chooses the default model's engine again as the start would have and, where that is now
+ * llama-server, moves the default model onto it without failing or cutting a request
+ * (`Worker.handOver`). Never throws: each outcome says whether the instance moved, and why not.
+ */
+export async function moveDefaultModel(worker: Worker, engines: Pick<NodeEngines, 'compute' | 'llamaServer'>, facts: DefaultEngineFacts, log: Logger): Promise<HandoverOutcome[]> {
+  const served = servedByLlamaServer(engines, worker.gpu === false ? [] : facts.detected);
+  const choice = chooseDefaultEngine({ requested: facts.requested, llamaServerBuilt: true, gpu: worker.gpu, gpuPresent: facts.gpuPresent, llamaServerOnGpu: served.backend !== 'llama_server-cpu' });
+  if (choice.engine !== 'llama_server') {
+    log.info(`the default model keeps its engine now that llama-server is ready: ${choice.reason}`);
+    return [];
+  }
+  log.info(`moving the default model onto ${served.backend}: ${choice.reason}`);
+  // The worker logs each handover's outcome.
+  return worker.moveDefaultTo(served);
 }

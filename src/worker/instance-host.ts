@@ -10,7 +10,8 @@ import type { ModelCapability } from '../wire/capability.js';
 import { engineOf, type FlashAttentionMode } from '../models/cards/card.js';
 import type { InstancePlacement, InstanceState } from '../master/state/instances.js';
 import { tensorSplitOf } from '../placement/plan.js';
-import { partOffload } from './engines/llama-server-args.js';
+import { partOffload, type DraftInput } from './engines/llama-server-args.js';
+import { draftFor } from './draft.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../wire/telemetry.js';
 import { assignmentsFor, memoryGuard, nextActions, type Assignment } from './assignments.js';
@@ -41,6 +42,8 @@ export interface DriverSpec {
   rpcServers: string[];
   /** `--tensor-split`, donors then the driver (each GPU of a part its own device); null for one device. */
   tensorSplit: string | null;
+  /** The draft model for speculative decoding (the card's runtime.speculative, src/worker/draft.ts); absent: none. */
+  draft?: DraftInput;
   /** `-ngl` of a part on a GPU backend (partOffload); absent: 0, or all layers with `rpcServers`. */
   gpuLayers?: number;
   /** The part's GPUs by llama.cpp name (`--device`); absent: the binary's choice. */
@@ -99,10 +102,24 @@ export class InstanceHost implements AsyncDisposable {
   /** Master only: instances on a lost node that nothing else can hold yet (logged once each). */
   private readonly waitingLost = new Set<InstanceId>();
   private chain: Promise<void> = Promise.resolve();
+  /** The managed engines; null until they are built (`useEngines` records them once they are). */
+  private engines: EngineFactory | null;
   private scanTimer: NodeJS.Timeout | null = null;
   private stopped = false;
 
-  constructor(private readonly options: InstanceHostOptions) {}
+  constructor(private readonly options: InstanceHostOptions) {
+    this.engines = options.engines;
+  }
+
+  /**
+   * Records the managed engines once they are ready after the start (built or downloaded in the
+   * background): parts placed from now on can use llama-server and rpc backends. Parts already
+   * running keep their engine; the default model moves through `Worker.moveDefaultModel`.
+   */
+  useEngines(engines: EngineFactory): void {
+    this.engines = engines;
+    this.reconcile();
+  }
 
   start(): void {
     this.reconcile();
@@ -204,16 +221,19 @@ export class InstanceHost implements AsyncDisposable {
       });
     }
     const engines = this.requireEngines(placement.backend);
+    const card = (await this.options.placement.modelFacts(instance.modelId).catch(() => null))?.card ?? null;
+    const draft = await draftFor(card, this.options.modelPath, signal, log);
     if (placement.role === 'full') {
       const offload = partOffload(placement);
       return engines.llamaServer({
         ...this.driverBase(instance, modelPath),
+        ...(draft !== undefined ? { draft } : {}),
         rpcServers: [],
         tensorSplit: offload?.tensorSplit ?? null,
         ...(offload ? { gpuLayers: offload.gpuLayers, devices: offload.devices } : {}),
       });
     }
-    return this.launchDriver(instance, placement, modelPath, engines, signal, log);
+    return this.launchDriver(instance, placement, modelPath, engines, signal, log, draft);
   }
 
   private driverBase(instance: InstanceState, modelPath: string): Omit<DriverSpec, 'rpcServers' | 'tensorSplit'> {
@@ -230,10 +250,10 @@ export class InstanceHost implements AsyncDisposable {
   }
 
   private requireEngines(backend: string): EngineFactory {
-    if (this.options.engines === null) {
+    if (this.engines === null) {
       throw new ShoalError('MODEL_FAILED', `backend ${backend} needs llama-server and ggml-rpc-server, which are not built on this node: run \`shoal doctor --fix\``);
     }
-    return this.options.engines;
+    return this.engines;
   }
 
   private launchDonor(instance: InstanceState, placement: InstancePlacement, log: Logger): InstanceRunner {
@@ -242,7 +262,7 @@ export class InstanceHost implements AsyncDisposable {
     return donor;
   }
 
-  private async launchDriver(instance: InstanceState, placement: InstancePlacement, modelPath: string, engines: EngineFactory, signal: AbortSignal, log: Logger): Promise<InstanceRunner> {
+  private async launchDriver(instance: InstanceState, placement: InstancePlacement, modelPath: string, engines: EngineFactory, signal: AbortSignal, log: Logger, draft: DraftInput | undefined): Promise<InstanceRunner> {
     const donors = instance.placements.filter((p) => p.role === 'donor');
     await this.waitForDonors(instance, donors.map((d) => d.nodeId), signal);
     const rpcServers: string[] = [];
@@ -271,7 +291,7 @@ export class InstanceHost implements AsyncDisposable {
     // a part on several GPUs is one RPC device per GPU, one weight each.
     const tensorSplit = tensorSplitOf(instance.placements);
     log.info({ rpcServers, tensorSplit }, 'pooled driver starting');
-    return engines.llamaServer({ ...this.driverBase(instance, modelPath), rpcServers, tensorSplit });
+    return engines.llamaServer({ ...this.driverBase(instance, modelPath), rpcServers, tensorSplit, ...(draft !== undefined ? { draft } : {}) });
   }
 
   private async waitForDonors(instance: InstanceState, donors: NodeId[], signal: AbortSignal): Promise<void> {

@@ -33,7 +33,8 @@ export interface RunnerStatus {
  * `whenReady` resolves once ready and rejects (MODEL_FAILED, RUNNER_STOPPED) once the state is final.
  * `run` throws at once when the state is final; a request the engine held when it crashed ends with
  * RUNNER_CRASHED, one still waiting for a slot waits for the restart; `stop` ends every open request
- * with RUNNER_STOPPED.
+ * with RUNNER_STOPPED. Requests are admitted first in first out; one that waits for a slot first
+ * streams `queued` events, its position (1 = next) when it starts waiting and each time it moves up.
  */
 export interface InstanceRunner {
   status(): RunnerStatus;

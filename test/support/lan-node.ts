@@ -21,7 +21,7 @@ export function startLanNode(lan: Lan, node: LanNode): void {
     node.host,
     process.execPath,
     [CLI_PATH, 'run', '--name', node.host.name, '--data-dir', node.dataDir, '--threads', '1', '--api-port', '52600', '--p2p-port', '52601', ...(node.args ?? [])],
-    { env: { ...process.env, SHOAL_LOG_LEVEL: 'info', ...node.env } },
+    { env: { ...process.env, SHOAL_LOG_LEVEL: 'info', SHOAL_PROVISION: process.env.SHOAL_PROVISION ?? '0', ...node.env } },
   );
   node.process = child;
   node.output = captureOutput(child, 256 * 1024);

@@ -50,9 +50,10 @@ export async function startTestNode(options: StartOptions = {}): Promise<TestNod
   const ownsDataDir = options.dataDir === undefined;
   const child = spawn(
     process.execPath,
-    // Never mDNS in the host namespace: it would leak onto the real network.
+    // Never mDNS in the host namespace: it would leak onto the real network. No background engine
+    // provisioning unless a test asks (SHOAL_PROVISION=1): on a machine without cached engines it would build for many minutes.
     [CLI_PATH, 'run', '--api-port', String(port), '--p2p-port', String(p2pPort), '--no-mdns', '--host', '127.0.0.1', '--data-dir', dataDir, '--threads', '1', ...(options.args ?? [])],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SHOAL_LOG_LEVEL: process.env.SHOAL_LOG_LEVEL ?? 'info', ...options.env } },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SHOAL_LOG_LEVEL: process.env.SHOAL_LOG_LEVEL ?? 'info', SHOAL_PROVISION: process.env.SHOAL_PROVISION ?? '0', ...options.env } },
   );
   let output = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));

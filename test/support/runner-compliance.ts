@@ -229,6 +229,45 @@ export function runnerComplianceSuite(name: string, makeRunner: (options: Compli
         assert.deepEqual({ inFlight: runner.status().inFlight, queued: runner.status().queued }, { inFlight: 0, queued: 0 });
       }));
 
+    test('with one slot, waiting requests are admitted first in first out and hear their place as it moves up', () =>
+      withRunner({ slots: 1 }, async (runner) => {
+        await runner.whenReady();
+        type Name = 'a' | 'b' | 'c' | 'd';
+        const starts: Name[] = [];
+        const positions: Record<Name, number[]> = { a: [], b: [], c: [], d: [] };
+        const controllers: Record<Name, AbortController> = { a: new AbortController(), b: new AbortController(), c: new AbortController(), d: new AbortController() };
+        // Each step waits on what the queue reported, never on time: c leaves once it and d heard
+        // their first places (d moves up), a gives up the slot once d heard that and b its place
+        // (b runs, d moves up). An engine may size a request before it reports: b's report may come last.
+        const onQueued = (): void => {
+          if (positions.c.length === 1 && positions.d.length === 1) controllers.c.abort();
+          if (positions.d.length === 2 && positions.b.length === 1) controllers.a.abort();
+        };
+        const run = async (name: Name, maxTokens: number | null): Promise<TaskEvent[]> => {
+          const events: TaskEvent[] = [];
+          for await (const event of runner.run(generate(maxTokens), controllers[name].signal)) {
+            events.push(TaskEvent.parse(event));
+            if (event.type === 'start') starts.push(name);
+            if (event.type === 'queued') {
+              assert.equal(starts.includes(name), false, `${name} heard a queue position after its start`);
+              positions[name].push(event.position);
+              onQueued();
+            }
+          }
+          return events;
+        };
+        // a holds the only slot, generating until cancelled, before the others arrive.
+        const a = run('a', null);
+        await eventually(() => starts.includes('a'), 'the first request starts');
+        // Handled from the start: c fails while the test still waits on others.
+        const [, b, , d] = await Promise.all([fails(a, 'CANCELLED'), run('b', 4), fails(run('c', 4), 'CANCELLED'), run('d', 4)]);
+        assert.equal(completionTokens(b), 4);
+        assert.equal(completionTokens(d), 4);
+        assert.deepEqual(starts, ['a', 'b', 'd'], 'admitted in arrival order');
+        assert.deepEqual(positions, { a: [], b: [1], c: [2], d: [3, 2, 1] });
+        assert.deepEqual({ inFlight: runner.status().inFlight, queued: runner.status().queued }, { inFlight: 0, queued: 0 });
+      }));
+
     test('killing its process fails the request in flight with RUNNER_CRASHED; it restarts and serves', () =>
       withRunner({ slots: 1 }, async (runner) => {
         await runner.whenReady();

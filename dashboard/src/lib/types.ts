@@ -7,7 +7,7 @@ import type { StatusView } from '../../../src/api/control/control.js';
 import type { ResourcesView } from '../../../src/cluster/telemetry.js';
 import type { InstanceStatus } from '../../../src/worker/worker.js';
 
-export type { InstanceView, MemberView, NodeHealth } from '../../../src/api/control/control.js';
+export type { EnginesProvisionView, InstanceView, MemberView, NodeHealth } from '../../../src/api/control/control.js';
 export type { DownloadListView, DownloadView, ModelListView, ModelView, SearchResultView } from '../../../src/models/views.js';
 export type { PlacementError as PlacementErrorView } from '../../../src/placement/errors.js';
 export type { Plan as PlanView } from '../../../src/placement/plan.js';

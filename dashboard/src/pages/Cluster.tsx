@@ -8,6 +8,7 @@ import { ActionButton, ConfirmButton, Modal, useAction } from '../components/Mod
 import { ConnectPanel } from '../components/ConnectPanel.js';
 import { ReasonBadges } from '../components/HealthReasons.js';
 import { ClusterDownloads } from '../components/ClusterDownloads.js';
+import { EnginesProvision } from '../components/EnginesProvision.js';
 import { Topology, usageOf } from '../components/Topology.js';
 import { formatDuration } from '../lib/format.js';
 import type { MemberView, StateView } from '../lib/types.js';
@@ -300,6 +301,8 @@ export function ClusterPage(): ReactNode {
       </section>
 
       <ClusterDownloads state={state} />
+
+      <EnginesProvision state={state} />
 
       <section className="card" aria-labelledby="net-title">
         <h2 id="net-title">Nodes on this network</h2>

@@ -4,7 +4,7 @@ import type { InferenceTask, TaskEvent } from '../../wire/task.js';
 import type { Dispatcher } from '../dispatch.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import type { FamilyOptions } from '../family.js';
-import { clientAbortSignal, SSE_HEADERS, startTask, writeCoalesced, type StartedTask } from '../stream.js';
+import { clientAbortSignal, QUEUE_POSITION_HEADER, SseStream, startTask, writeCoalesced, type StartedTask } from '../stream.js';
 import { parseBody } from '../validation.js';
 import { toAnthropicError } from './errors.js';
 import { countRequestToTask, messagesRequestToTask } from './normalize.js';
@@ -43,6 +43,7 @@ export async function anthropicRoutes(app: FastifyInstance, options: FamilyOptio
     let next;
     do next = await started.events.next();
     while (!next.done);
+    reply.header(QUEUE_POSITION_HEADER, started.queuedAt);
     return { input_tokens: started.promptTokens };
   });
 }
@@ -51,7 +52,7 @@ type End = Extract<TaskEvent, { type: 'end' }>;
 
 /** Routes one event of a generation: content to the assembler, `end` out; anything else breaks the contract. */
 function contentOrEnd(event: TaskEvent): ContentEvent | End {
-  if (event.type === 'start' || event.type === 'embeddings') {
+  if (event.type === 'queued' || event.type === 'start' || event.type === 'embeddings') {
     throw new ShoalError('INTERNAL', `the runner sent a '${event.type}' event in the middle of a generation`);
   }
   return event;
@@ -64,18 +65,21 @@ async function respond(dispatcher: Dispatcher, task: InferenceTask, stream: bool
   const signal = AbortSignal.any([clientAbortSignal(request, reply), abandon.signal]);
   let ended = false;
   try {
-    const started = await startTask(dispatcher, task, signal);
     const assembler = new ContentAssembler();
     if (!stream) {
+      const started = await startTask(dispatcher, task, signal);
       const end = await collect(started, assembler);
       ended = true;
       const usage = { input_tokens: end.usage.promptTokens, output_tokens: end.usage.completionTokens };
-      await reply.send(messageBody(meta, assembler.content(end.finishReason), end, usage));
+      await reply.header(QUEUE_POSITION_HEADER, started.queuedAt).send(messageBody(meta, assembler.content(end.finishReason), end, usage));
       return;
     }
-    reply.hijack();
-    reply.raw.writeHead(200, SSE_HEADERS);
     const write = (events: StreamEvent[]): void => writeCoalesced(reply.raw, events.map(sseFrame).join(''));
+    const sse = new SseStream(reply);
+    // As mid-stream: Anthropic's convention is an `error` event carrying the usual error body.
+    const started = await sse.start(dispatcher, task, signal, (failure) => write([toAnthropicError(failure).body]));
+    if (!started) return;
+    sse.open(started.queuedAt);
     write([messageStartEvent(meta, started.promptTokens)]);
     try {
       for (let next = await started.events.next(); !next.done; next = await started.events.next()) {

@@ -64,6 +64,23 @@ export interface StatusView {
   settings: ClusterSettings;
   /** Each member's downloads in progress and those that failed in the last 10 minutes (this node's read now). */
   downloads: Record<string, NodeDownloadsView>;
+  /**
+   * This node's managed engines (llama-server, ggml-rpc-server): in the cache, being provisioned in the
+   * background, or why not. Absent only from the control plane's own status, which knows no engines.
+   */
+  engines?: EnginesProvisionView;
+}
+
+/** Where this node's engine provisioning stands (src/doctor/provision.ts ProvisionState). */
+export interface EnginesProvisionView {
+  phase: 'cached' | 'checking' | 'downloading' | 'verifying' | 'building' | 'ready' | 'failed' | 'unavailable';
+  /** 0..100 while downloading or building; null otherwise or when the size is unknown. */
+  percent: number | null;
+  message: string;
+  /** What to run or install when the node cannot get the engines itself. */
+  remediation: string | null;
+  source: 'cache' | 'release' | 'build' | null;
+  compute: 'cpu' | 'cuda' | 'vulkan' | 'metal' | null;
 }
 
 /** A download as the telemetry plane carries it (src/wire/telemetry.ts), with a peer source named. */

@@ -299,6 +299,7 @@ async function readAnswer(started: StartedTask, thinking: boolean, topLogprobs: 
       case 'end':
         end = event;
         break;
+      case 'queued':
       case 'start':
       case 'embeddings':
         throw new ShoalError('INTERNAL', `the runner sent an unexpected '${event.type}' event during a generation`);

@@ -4,7 +4,7 @@ import type { TaskEvent } from '../../wire/task.js';
 import { collectAnswer } from '../collect.js';
 import { fromFastifyError } from '../fastify-errors.js';
 import type { FamilyOptions } from '../family.js';
-import { clientAbortSignal, SSE_HEADERS, startTask, writeSseData } from '../stream.js';
+import { clientAbortSignal, QUEUE_POSITION_HEADER, SseStream, startTask, writeSseData, type StartedTask } from '../stream.js';
 import { parseBody } from '../validation.js';
 import { toOpenAIError } from './errors.js';
 import { chatRequestToTask, completionRequestToTask, embeddingRequestToTask } from './normalize.js';
@@ -45,13 +45,17 @@ export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions)
     const task = chatRequestToTask(body);
     const meta = newMeta('chatcmpl', task.model);
     const signal = clientAbortSignal(request, reply);
-    const started = await startTask(dispatcher, task, signal);
     if (body.stream !== true) {
+      const started = await startTask(dispatcher, task, signal);
+      reply.header(QUEUE_POSITION_HEADER, started.queuedAt);
       await reply.send(chatCompletionBody(meta, await collectAnswer(started.events, task.logprobs !== null)));
       return;
     }
+    const sse = new SseStream(reply);
+    const started = await sse.start(dispatcher, task, signal, (failure) => writeSseData(reply, toOpenAIError(failure).body));
+    if (!started) return;
     const includeUsage = body.stream_options?.include_usage === true;
-    await streamSse(reply, started.events, (event, write) => {
+    await streamSse(reply, sse, started, (event, write) => {
       switch (event.type) {
         case 'text':
           write(chatChunkBody(meta, { content: event.text }, null, includeUsage, event.logprobs));
@@ -81,15 +85,19 @@ export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions)
     const task = completionRequestToTask(body);
     const meta = newMeta('cmpl', task.model);
     const signal = clientAbortSignal(request, reply);
-    const started = await startTask(dispatcher, task, signal);
     if (body.stream !== true) {
+      const started = await startTask(dispatcher, task, signal);
+      reply.header(QUEUE_POSITION_HEADER, started.queuedAt);
       const answer = await collectAnswer(started.events, task.logprobs !== null);
       await reply.send(completionBody(meta, answer.text, answer.finishReason, answer.usage, answer.logprobs ? completionLogprobs(answer.logprobs, 0) : null));
       return;
     }
+    const sse = new SseStream(reply);
+    const started = await sse.start(dispatcher, task, signal, (failure) => writeSseData(reply, toOpenAIError(failure).body));
+    if (!started) return;
     const includeUsage = body.stream_options?.include_usage === true;
     let offset = 0;
-    await streamSse(reply, started.events, (event, write) => {
+    await streamSse(reply, sse, started, (event, write) => {
       if (event.type === 'text') {
         const logprobs = event.logprobs ? completionLogprobs(event.logprobs, offset) : null;
         offset += event.text.length;
@@ -105,6 +113,7 @@ export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions)
     const body = parseBody(EmbeddingRequest, request.body);
     const task = embeddingRequestToTask(body);
     const started = await startTask(dispatcher, task, clientAbortSignal(request, reply));
+    reply.header(QUEUE_POSITION_HEADER, started.queuedAt);
     const answer = await collectAnswer(started.events, false);
     await reply.send(embeddingsBody(task.model, answer.vectors, body.encoding_format ?? 'float', answer.usage.promptTokens));
   });
@@ -120,12 +129,13 @@ function newMeta(prefix: 'chatcmpl' | 'cmpl', model: string): ResponseMeta {
  */
 async function streamSse(
   reply: FastifyReply,
-  events: AsyncIterator<TaskEvent>,
+  sse: SseStream,
+  started: StartedTask,
   onEvent: (event: TaskEvent, write: (body: unknown) => void) => void,
   onOpen?: () => void,
 ): Promise<void> {
-  reply.hijack();
-  reply.raw.writeHead(200, SSE_HEADERS);
+  const { events } = started;
+  sse.open(started.queuedAt);
   onOpen?.();
   const write = (body: unknown): void => writeSseData(reply, body);
   try {

@@ -50,6 +50,11 @@ test('the memory knobs parse onto runtime', () => {
   assert.deepEqual(card.runtime, { context_size: 8192, parallel: 4, min_nodes: 1, kv_cache_type: 'q4_0', flash_attention: 'on' });
 });
 
+test('a draft model for speculative decoding parses onto runtime', () => {
+  const card = parseCard(VALID.replace('parallel = 4', 'parallel = 4\n[runtime.speculative]\ndraft = "acme/llama-tiny"\ndraft_max = 16\ndraft_min = 2'), '/cards/llama.toml');
+  assert.deepEqual(card.runtime.speculative, { draft: 'acme/llama-tiny', draft_max: 16, draft_min: 2 });
+});
+
 test('a relative file source is resolved against the card directory; an absolute one is kept', () => {
   const base = `id = "x/y"\nname = "Y"\ntasks = ["chat"]\ncompatible_backends = ["llama_cpp-cpu"]\n`;
   const relative = parseCard(`${base}[source]\nkind = "file"\npath = "../models/y.gguf"\n`, '/data/cards/y.toml');
@@ -75,6 +80,10 @@ test('errors name the file and the field', () => {
     { what: 'unknown source kind', edit: (t) => t.replace('kind = "huggingface"', 'kind = "s3"'), field: 'source.kind', message: /./ },
     { what: 'min_nodes without a split engine', edit: (t) => t.replace('"rpc-cuda"]', '"llama_cpp-cuda"]').replace('parallel = 4', 'parallel = 4\nmin_nodes = 2'), field: 'runtime.min_nodes', message: /llama_server-\* and an rpc-\*/ },
     { what: 'unknown kv cache type', edit: (t) => t.replace('parallel = 4', 'parallel = 4\nkv_cache_type = "q5_1"'), field: 'runtime.kv_cache_type', message: /./ },
+    { what: 'speculative without llama-server', edit: (t) => t.replace('["llama_server-cuda", "llama_cpp-cpu", "rpc-cuda"]', '["llama_cpp-cpu"]').replace('backend_preference = ["llama_server-cuda"]', '').replace('parallel = 4', 'parallel = 4\n[runtime.speculative]\ndraft = "acme/llama-tiny"'), field: 'runtime.speculative', message: /llama-server only: add a llama_server-\* backend/ },
+    { what: 'a model as its own draft', edit: (t) => t.replace('parallel = 4', 'parallel = 4\n[runtime.speculative]\ndraft = "acme/llama-3b"'), field: 'runtime.speculative.draft', message: /cannot be its own draft/ },
+    { what: 'draft_min above draft_max', edit: (t) => t.replace('parallel = 4', 'parallel = 4\n[runtime.speculative]\ndraft = "acme/llama-tiny"\ndraft_max = 4\ndraft_min = 8'), field: 'runtime.speculative.draft_min', message: /must not exceed draft_max/ },
+    { what: 'unknown speculative knob', edit: (t) => t.replace('parallel = 4', 'parallel = 4\n[runtime.speculative]\ndraft = "acme/llama-tiny"\nn_max = 4'), field: 'runtime.speculative.n_max', message: /unknown field/ },
     { what: 'quantized KV without flash attention', edit: (t) => t.replace('parallel = 4', 'parallel = 4\nkv_cache_type = "q8_0"\nflash_attention = "off"'), field: 'runtime.kv_cache_type', message: /flash attention/ },
   ];
   for (const c of cases) {

@@ -88,6 +88,28 @@ export const CardCapabilities = z.strictObject({
 });
 export type CardCapabilities = z.infer<typeof CardCapabilities>;
 
+/** Bounds of the speculation knobs: llama-server drafts at most this many tokens per step here. */
+export const CARD_MAX_DRAFT_TOKENS = 64;
+
+/**
+ * Speculative decoding with a draft model: the id of another card (same vocab and tokenizer) whose
+ * GGUF llama-server loads next to this one (`--spec-draft-model`); it proposes up to `draft_max`
+ * tokens a step, which the target checks in one batch.
+ */
+export const CardSpeculative = z
+  .strictObject({
+    draft: ModelId,
+    /** Tokens drafted per step; absent means llama-server's default. */
+    draft_max: z.number().int().min(1).max(CARD_MAX_DRAFT_TOKENS).optional(),
+    /** Fewest drafted tokens worth a verification batch; absent means llama-server's default. */
+    draft_min: z.number().int().min(0).max(CARD_MAX_DRAFT_TOKENS).optional(),
+  })
+  .refine((s) => s.draft_min === undefined || s.draft_max === undefined || s.draft_min <= s.draft_max, {
+    path: ['draft_min'],
+    message: 'draft_min must not exceed draft_max: lower draft_min or raise draft_max',
+  });
+export type CardSpeculative = z.infer<typeof CardSpeculative>;
+
 export const CardRuntime = z.strictObject({
   /** Tokens of context per sequence to admit; absent means the planner's default (planner.ts). */
   context_size: z.number().int().min(1).max(CARD_MAX_CONTEXT_TOKENS).optional(),
@@ -99,6 +121,8 @@ export const CardRuntime = z.strictObject({
   kv_cache_type: z.enum(CARD_KV_CACHE_TYPES).optional(),
   /** Flash attention; absent means auto. */
   flash_attention: z.enum(FLASH_ATTENTION_MODES).optional(),
+  /** A draft model for speculative decoding; absent means none. */
+  speculative: CardSpeculative.optional(),
 });
 export type CardRuntime = z.infer<typeof CardRuntime>;
 
@@ -138,6 +162,20 @@ export const ModelCard = z
         path: ['runtime', 'min_nodes'],
         message: 'min_nodes above 1 needs a llama_server-* and an rpc-* backend in compatible_backends',
       });
+    }
+    const speculative = card.runtime.speculative;
+    if (speculative !== undefined) {
+      // Only llama-server loads a draft next to its model; the in-process runner would ignore it.
+      if (!card.compatible_backends.some((tag) => engineOf(tag) === 'llama_server')) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['runtime', 'speculative'],
+          message: 'speculative decoding runs on llama-server only: add a llama_server-* backend to compatible_backends or remove runtime.speculative',
+        });
+      }
+      if (speculative.draft === card.id) {
+        ctx.addIssue({ code: 'custom', path: ['runtime', 'speculative', 'draft'], message: 'a model cannot be its own draft: name a smaller model with the same tokenizer' });
+      }
     }
     const quantizedKv = card.runtime.kv_cache_type !== undefined && card.runtime.kv_cache_type !== 'f16';
     if (quantizedKv && card.runtime.flash_attention === 'off') {

@@ -20,6 +20,7 @@ import {
   GgufSpecError,
   modelSpecForParams,
   parseModelSpec,
+  speculativePairSpecs,
   type RandomModelSpec,
 } from './random-model.js';
 import { BEHAVIOUR_TAGS } from './behaviours.js';
@@ -229,4 +230,48 @@ test('generating the tiny model takes well under a second', async () => {
     await generateRandomModel(TINY_MODEL_SPEC, join(dir, 'tiny.gguf'));
     assert.ok(performance.now() - startedMs < 1000);
   });
+});
+
+/** Each tensor's bytes by name, read with the offsets the GGUF header gives. */
+async function tensorBytes(path: string): Promise<Map<string, Buffer>> {
+  const parsed = await gguf(path, { allowLocalFile: true });
+  const file = await readFile(path);
+  const infos = [...parsed.tensorInfos].sort((a, b) => Number(a.offset - b.offset));
+  const base = Number(parsed.tensorDataOffset);
+  const out = new Map<string, Buffer>();
+  infos.forEach((info, i) => {
+    const start = base + Number(info.offset);
+    const next = infos[i + 1];
+    out.set(info.name, file.subarray(start, next ? base + Number(next.offset) : file.length));
+  });
+  return out;
+}
+
+test('a speculative target is its draft plus blocks that write nothing', async () => {
+  await withTempDir(async (dir) => {
+    const { target, draft } = speculativePairSpecs({ ...TINY_MODEL_SPEC, tensorType: 'f16' }, 3);
+    assert.equal(target.blockCount, draft.blockCount + 3);
+    assert.equal(target.inertBlocks, 3);
+    await generateRandomModel(target, join(dir, 'target.gguf'));
+    await generateRandomModel(draft, join(dir, 'draft.gguf'));
+    const t = await tensorBytes(join(dir, 'target.gguf'));
+    const d = await tensorBytes(join(dir, 'draft.gguf'));
+    // Every working tensor is byte-identical, so the two models compute the same residual stream.
+    for (const [name, bytes] of d) assert.ok(bytes.equals(t.get(name) as Buffer), name);
+    assert.equal(t.size, d.size + 9 * 3);
+    for (let block = draft.blockCount; block < target.blockCount; block++) {
+      for (const name of ['attn_output', 'ffn_down']) {
+        const bytes = t.get(`blk.${block}.${name}.weight`) as Buffer;
+        assert.ok(bytes.every((b) => b === 0), `blk.${block}.${name} is zero`);
+      }
+      // The rest is random, so the inert blocks cost what working ones do.
+      assert.ok(!(t.get(`blk.${block}.ffn_up.weight`) as Buffer).every((b) => b === 0));
+    }
+  });
+});
+
+test('inertBlocks must leave a working block and apply to plain models only', () => {
+  assert.throws(() => parseModelSpec({ ...TINY_MODEL_SPEC, inertBlocks: TINY_MODEL_SPEC.blockCount }), /inertBlocks.*at least one working block/);
+  assert.throws(() => parseModelSpec({ ...TINY_THINK_MODEL_SPEC, blockCount: 4, inertBlocks: 1 }), /plain models only/);
+  assert.throws(() => speculativePairSpecs({ ...TINY_MODEL_SPEC, blockCount: 3, inertBlocks: 1 }, 2), /no inertBlocks of its own/);
 });

@@ -43,6 +43,11 @@ export const RandomModelSpecSchema = z
     // What greedy chat replies do beyond text then EOS (see behaviours.ts); absent means 'plain', and
     // is how plain specs are written so that their serialized form never changes.
     behaviour: z.enum(['plain', 'think', 'tools']).optional(),
+    // Trailing blocks that write nothing to the residual stream (zero attention output and FFN down
+    // projections): the model computes like a deeper one but predicts exactly what the model without
+    // them predicts, which makes it a target whose draft (the same spec minus these blocks) is always
+    // right. Absent means 0, so existing specs serialize as before.
+    inertBlocks: z.number().int().min(1).max(1023).optional(),
   })
   .superRefine((spec, ctx) => {
     const issue = (path: string, message: string): void => {
@@ -63,6 +68,10 @@ export const RandomModelSpecSchema = z
           issue(key, `${key} ${spec[key]} must be a multiple of ${QUANT_BLOCK} for ${spec.tensorType}`);
         }
       }
+    }
+    if (spec.inertBlocks !== undefined) {
+      if (spec.inertBlocks >= spec.blockCount) issue('inertBlocks', `inertBlocks ${spec.inertBlocks} must leave at least one working block of ${spec.blockCount}`);
+      if (spec.behaviour !== undefined && spec.behaviour !== 'plain') issue('inertBlocks', `inertBlocks works with plain models only, not behaviour '${spec.behaviour}'`);
     }
     if (spec.behaviour !== undefined && spec.behaviour !== 'plain') {
       const behaviour = spec.behaviour;
@@ -145,6 +154,24 @@ export function modelSpecForParams(params: number, overrides: Partial<RandomMode
     if (!best || score < best.score) best = { spec, score };
   }
   return parseModelSpec({ ...(best as { spec: RandomModelSpec }).spec, ...overrides });
+}
+
+/** A target and its draft for speculative decoding: greedy outputs agree token for token. */
+export interface SpeculativePair {
+  target: RandomModelSpec;
+  draft: RandomModelSpec;
+}
+
+/**
+ * A deep target and a shallow draft of one shape: the target is the draft plus `inertBlocks` blocks
+ * that write nothing, so the draft's every proposal is accepted while the target still pays for its
+ * full depth. Same seed, vocab and tokenizer, so the two files share every working tensor's bytes.
+ */
+export function speculativePairSpecs(draft: RandomModelSpec, inertBlocks: number): SpeculativePair {
+  const valid = parseModelSpec(draft);
+  if (valid.inertBlocks !== undefined) throw new GgufSpecError('the draft spec of a speculative pair must have no inertBlocks of its own');
+  const target = parseModelSpec({ ...valid, name: `${valid.name}-target`, blockCount: valid.blockCount + inertBlocks, inertBlocks });
+  return { target, draft: valid };
 }
 
 export function formatCount(count: number): string {
@@ -247,7 +274,7 @@ export async function generateRandomModel(spec: RandomModelSpec, outPath: string
   const behaviour = valid.behaviour ?? 'plain';
   const vocab = buildVocab(valid.vocabSize, behaviour === 'plain' ? [] : BEHAVIOUR_TAGS[behaviour]);
   const matrixType = TENSOR_TYPES[valid.tensorType];
-  const shape = { ...valid, eosBias: valid.eosBias ?? 'suppressed' };
+  const shape = { ...valid, eosBias: valid.eosBias ?? 'suppressed', inertBlocks: valid.inertBlocks ?? 0 };
   const recipes = behaviour === 'plain' ? tensorRecipes(shape, vocab) : behaviourTensorRecipes(shape, behaviour, vocab);
   const tensors = recipes.map((recipe) =>
     tensorFromRecipe(recipe, recipe.isNorm ? GgmlType.F32 : matrixType, valid.seed),

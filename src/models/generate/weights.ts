@@ -33,6 +33,8 @@ export interface ModelShape {
   feedForwardLength: number;
   ropeFreqBase: number;
   eosBias: 'suppressed' | 'natural';
+  /** Trailing blocks that write nothing to the residual (random-model.ts `inertBlocks`). */
+  inertBlocks?: number;
 }
 
 /** Fills `row` (row `index` of a tensor) in place from `rng`, which visits the tensor's rows in order. */
@@ -271,8 +273,11 @@ function blockRecipes(block: number, shape: ModelShape, turn: TurnHead | undefin
   const prefix = `blk.${block}.`;
   const ones = constantFill(() => 1);
   // Each block's residual writes shrink with depth so that the final residual RMS, which scales
-  // every wired channel after output_norm, is about the same for 2 layers as for 40.
-  const residualGain = 1 / Math.sqrt(shape.blockCount);
+  // every wired channel after output_norm, is about the same for 2 layers as for 40. Inert blocks do
+  // not count: the working blocks then hold the same bytes as those of the model without them.
+  const workingBlocks = shape.blockCount - (shape.inertBlocks ?? 0);
+  const residualGain = 1 / Math.sqrt(workingBlocks);
+  const inert = block >= workingBlocks;
 
   const qNoise = linearFill(d, QK_GAIN);
   const attnQ: RowFill = (row, index, rng) => {
@@ -316,6 +321,10 @@ function blockRecipes(block: number, shape: ModelShape, turn: TurnHead | undefin
   const oNoise = linearFill(d, O_GAIN * residualGain);
   const attnOutput: RowFill = (row, index, rng) => {
     oNoise(row, index, rng);
+    if (inert) {
+      row.fill(0);
+      return;
+    }
     if (turn) row[turnColumn] = 0;
     if (index < FIRST_CONTENT_CHANNEL) {
       row.fill(0);
@@ -326,7 +335,7 @@ function blockRecipes(block: number, shape: ModelShape, turn: TurnHead | undefin
   const downNoise = linearFill(ff, FFN_DOWN_GAIN * residualGain);
   const ffnDown: RowFill = (row, index, rng) => {
     downNoise(row, index, rng);
-    if (index < FIRST_CONTENT_CHANNEL) row.fill(0);
+    if (inert || index < FIRST_CONTENT_CHANNEL) row.fill(0);
   };
 
   return [

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { gpuComputeOf, llamaCppDeviceName, llamaServerArgs, partOffload, parseServerHelp, type LlamaServerFeatures, type ServerArgsInput } from './llama-server-args.js';
+import { gpuComputeOf, llamaCppDeviceName, llamaServerArgs, partOffload, parseServerHelp, speculativeEnabled, type DraftFlags, type LlamaServerFeatures, type ServerArgsInput } from './llama-server-args.js';
+import { ShoalError } from '../../common/errors.js';
 import { donorDevices, rpcServerArgs } from './rpc-donor.js';
 
 // Lines as the pinned llama-server prints them.
@@ -16,6 +17,16 @@ const NEW_HELP = `
 --jinja, --no-jinja                     whether to use jinja template engine for chat (default: enabled)
 -fa,   --flash-attn [on|off|auto]       set Flash Attention use ('on', 'off', or 'auto', default: 'auto')
 -ctk,  --cache-type-k TYPE              KV cache data type for K
+--spec-draft-threads, -td, --threads-draft N
+--spec-draft-threads-batch, -tbd, --threads-batch-draft N
+--spec-draft-n-max N                    number of tokens to draft for speculative decoding (default: 3)
+--spec-draft-n-min N                    minimum number of draft tokens to use for speculative decoding
+--spec-draft-device, -devd, --device-draft <dev1,dev2,..>
+--spec-draft-ngl, -ngld, --gpu-layers-draft, --n-gpu-layers-draft N
+--spec-draft-model, -md, --model-draft FNAME
+--spec-type none,draft-simple,draft-eagle3,draft-mtp,draft-dflash,draft-dspark,ngram-simple,ngram-map-k,ngram-map-k4v,ngram-mod,ngram-cache
+--draft, --draft-n, --draft-max N       the argument has been removed. use --spec-draft-n-max or
+--draft-min, --draft-n-min N            the argument has been removed. use --spec-draft-n-min or
 `;
 
 // An older build: none of the optional flags, the web UI flag spelled the old way only.
@@ -26,8 +37,19 @@ const OLD_HELP = `
 -fa,   --flash-attn                     enable Flash Attention (default: disabled)
 `;
 
-const ALL: LlamaServerFeatures = { kvUnified: true, kvUnifiedPerSlot: true, noWebUiFlag: '--no-webui', cacheRam: true, fit: true, noSlots: true, jinja: true, flashAttnModes: true };
-const NONE: LlamaServerFeatures = { kvUnified: false, kvUnifiedPerSlot: false, noWebUiFlag: null, cacheRam: false, fit: false, noSlots: false, jinja: false, flashAttnModes: false };
+const NEW_DRAFT: DraftFlags = {
+  model: '--spec-draft-model',
+  type: '--spec-type',
+  maxTokens: '--spec-draft-n-max',
+  minTokens: '--spec-draft-n-min',
+  gpuLayers: '--spec-draft-ngl',
+  devices: '--spec-draft-device',
+  threads: '--spec-draft-threads',
+  threadsBatch: '--spec-draft-threads-batch',
+};
+
+const ALL: LlamaServerFeatures = { kvUnified: true, kvUnifiedPerSlot: true, noWebUiFlag: '--no-webui', cacheRam: true, fit: true, noSlots: true, jinja: true, flashAttnModes: true, draft: NEW_DRAFT };
+const NONE: LlamaServerFeatures = { kvUnified: false, kvUnifiedPerSlot: false, noWebUiFlag: null, cacheRam: false, fit: false, noSlots: false, jinja: false, flashAttnModes: false, draft: null };
 
 test('features are read from --help, flag by flag', () => {
   assert.deepEqual(parseServerHelp(NEW_HELP), ALL);
@@ -166,4 +188,46 @@ test('an rpc donor serves its planned GPUs; a CPU part on a GPU build stays on t
   assert.deepEqual(rpcServerArgs({ port: 5000, threads: 2, devices: donorDevices({ backend: 'rpc-cuda', devices: TWO_GPUS }, 'cuda'), fileCache: false }), [
     '-H', '127.0.0.1', '-p', '5000', '-t', '2', '-d', 'CUDA0,CUDA1',
   ]);
+});
+
+test('draft flags: the newer --spec-draft-* spelling wins over the removed one; an old build keeps its own', () => {
+  assert.deepEqual(parseServerHelp(NEW_HELP).draft, NEW_DRAFT);
+  const old = parseServerHelp(`-md,   --model-draft FNAME\n--draft-max, --draft, --draft-n N\n--draft-min, --draft-n-min N\n-ngld, --gpu-layers-draft N\n`);
+  assert.deepEqual(old.draft, { model: '--model-draft', type: null, maxTokens: '--draft-max', minTokens: '--draft-min', gpuLayers: '--gpu-layers-draft', devices: null, threads: null, threadsBatch: null });
+});
+
+test('a draft model goes on the command line with its knobs, threads and the target\'s devices', () => {
+  const cpu = llamaServerArgs({ ...INPUT, draft: { modelPath: '/models/d.gguf', maxTokens: 16, minTokens: 2 } }, ALL);
+  assert.equal(flag(cpu, '--spec-draft-model'), '/models/d.gguf');
+  // The pinned build loads a draft but only drafts with it when the type says so.
+  assert.equal(flag(cpu, '--spec-type'), 'draft-simple');
+  assert.equal(flag(cpu, '--spec-draft-n-max'), '16');
+  assert.equal(flag(cpu, '--spec-draft-n-min'), '2');
+  assert.equal(flag(cpu, '--spec-draft-ngl'), '0');
+  assert.equal(flag(cpu, '--spec-draft-threads'), '2');
+  assert.equal(flag(cpu, '--spec-draft-threads-batch'), '2');
+  assert.ok(!cpu.includes('--spec-draft-device'));
+  const gpu = llamaServerArgs({ ...INPUT, gpuLayers: 20, devices: ['CUDA1'], draft: { modelPath: '/models/d.gguf' } }, ALL);
+  assert.equal(flag(gpu, '--spec-draft-ngl'), '999');
+  assert.equal(flag(gpu, '--spec-draft-device'), 'CUDA1');
+  for (const f of ['--spec-draft-n-max', '--spec-draft-n-min']) assert.ok(!gpu.includes(f), f);
+  // No draft: none of its flags.
+  assert.ok(!llamaServerArgs(INPUT, ALL).some((a) => a.startsWith('--spec-')));
+});
+
+test('a draft on a build without draft flags is refused with what to do', () => {
+  const refused = (features: LlamaServerFeatures, draft: NonNullable<ServerArgsInput['draft']>, message: RegExp): void => {
+    assert.throws(
+      () => llamaServerArgs({ ...INPUT, draft }, features),
+      (error: unknown) => error instanceof ShoalError && error.code === 'CAPABILITY_MISSING' && message.test(error.message),
+    );
+  };
+  refused(NONE, { modelPath: '/d.gguf' }, /no draft-model flag.*shoal doctor --fix.*runtime\.speculative/);
+  refused({ ...ALL, draft: { ...NEW_DRAFT, minTokens: null } }, { modelPath: '/d.gguf', minTokens: 1 }, /draft_min/);
+});
+
+test('SHOAL_SPECULATIVE=0 turns drafts off; unset or anything else leaves them on', () => {
+  assert.equal(speculativeEnabled({}), true);
+  assert.equal(speculativeEnabled({ SHOAL_SPECULATIVE: '1' }), true);
+  for (const off of ['0', 'false', 'OFF', ' no ']) assert.equal(speculativeEnabled({ SHOAL_SPECULATIVE: off }), false, off);
 });

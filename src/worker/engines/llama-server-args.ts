@@ -3,6 +3,7 @@
 
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { ShoalError } from '../../common/errors.js';
 import type { CardKvCacheType, FlashAttentionMode } from '../../models/cards/card.js';
 import { tensorSplitOf } from '../../placement/plan.js';
 
@@ -26,6 +27,25 @@ export interface LlamaServerFeatures {
   jinja: boolean;
   /** `-fa on|off|auto` (newer); older builds take a bare `-fa` that turns it on. */
   flashAttnModes: boolean;
+  /**
+   * Speculative decoding with a draft model: newer builds spell the flags `--spec-draft-*`, older
+   * ones `--model-draft`, `--draft-max`, ... (which newer builds still list, as removed). Null: no
+   * draft support.
+   */
+  draft: DraftFlags | null;
+}
+
+/** The spelling of the draft-model flags in one build. */
+export interface DraftFlags {
+  model: string;
+  /** `--spec-type`: newer builds load a draft but leave speculation off (`none`) unless this names it. */
+  type: string | null;
+  maxTokens: string | null;
+  minTokens: string | null;
+  gpuLayers: string | null;
+  devices: string | null;
+  threads: string | null;
+  threadsBatch: string | null;
 }
 
 /** Reads the features a build supports from its `--help` text. */
@@ -40,7 +60,36 @@ export function parseServerHelp(help: string): LlamaServerFeatures {
     noSlots: has('--no-slots'),
     jinja: has('--jinja'),
     flashAttnModes: /--flash-attn \[on\|off\|auto\]/.test(help),
+    draft: draftFlags(has),
   };
+}
+
+function draftFlags(has: (flag: string) => boolean): DraftFlags | null {
+  const first = (...flags: string[]): string | null => flags.find(has) ?? null;
+  const model = first('--spec-draft-model', '--model-draft');
+  if (model === null) return null;
+  // The newer spelling first: a build that renamed a flag keeps the old one in --help only to say it was removed.
+  return {
+    model,
+    type: first('--spec-type'),
+    maxTokens: first('--spec-draft-n-max', '--draft-max'),
+    minTokens: first('--spec-draft-n-min', '--draft-min'),
+    gpuLayers: first('--spec-draft-ngl', '--gpu-layers-draft'),
+    devices: first('--spec-draft-device', '--device-draft'),
+    threads: first('--spec-draft-threads', '--threads-draft'),
+    threadsBatch: first('--spec-draft-threads-batch', '--threads-batch-draft'),
+  };
+}
+
+/**
+ * The node-local switch: `SHOAL_SPECULATIVE=0` (or `shoal run --no-speculative`, which sets it)
+ * starts every llama-server without its card's draft, for apples-to-apples measurement.
+ */
+export const SPECULATIVE_ENV = 'SHOAL_SPECULATIVE';
+
+export function speculativeEnabled(env: NodeJS.ProcessEnv): boolean {
+  const value = env[SPECULATIVE_ENV];
+  return value === undefined || !['0', 'false', 'off', 'no'].includes(value.trim().toLowerCase());
 }
 
 const featureCache = new Map<string, Promise<LlamaServerFeatures>>();
@@ -93,6 +142,16 @@ export interface ServerArgsInput {
   /** K and V cache element type (`-ctk`, `-ctv`), as placement counted it. */
   kvCacheType: CardKvCacheType | 'f32' | 'bf16';
   flashAttention: FlashAttentionMode;
+  /** A draft model for speculative decoding, on the same devices and threads as the target; absent for none. */
+  draft?: DraftInput | undefined;
+}
+
+export interface DraftInput {
+  modelPath: string;
+  /** Tokens drafted per step; absent: the binary's default. */
+  maxTokens?: number | undefined;
+  /** Fewest drafted tokens worth a verification batch; absent: the binary's default. */
+  minTokens?: number | undefined;
 }
 
 export function llamaServerArgs(input: ServerArgsInput, features: LlamaServerFeatures): string[] {
@@ -128,6 +187,30 @@ export function llamaServerArgs(input: ServerArgsInput, features: LlamaServerFea
     // An embedding is computed in one physical batch, so the batch must hold a whole input.
     args.push('--embeddings', '-b', String(input.contextTokens), '-ub', String(input.contextTokens));
   }
+  if (input.draft !== undefined) args.push(...draftArgs(input.draft, input, features));
+  return args;
+}
+
+function draftArgs(draft: DraftInput, input: ServerArgsInput, features: LlamaServerFeatures): string[] {
+  const flags = features.draft;
+  if (flags === null) {
+    throw new ShoalError('CAPABILITY_MISSING', 'this llama-server build has no draft-model flag (--spec-draft-model or --model-draft): update the engine (shoal doctor --fix) or remove runtime.speculative from the card');
+  }
+  const args = [flags.model, draft.modelPath];
+  if (flags.type !== null) args.push(flags.type, 'draft-simple');
+  const knob = (flag: string | null, value: number | undefined, what: string): void => {
+    if (value === undefined) return;
+    if (flag === null) throw new ShoalError('CAPABILITY_MISSING', `this llama-server build cannot set the draft's ${what}: update the engine (shoal doctor --fix) or remove it from runtime.speculative`);
+    args.push(flag, String(value));
+  };
+  knob(flags.maxTokens, draft.maxTokens, 'maximum tokens (draft_max)');
+  knob(flags.minTokens, draft.minTokens, 'minimum tokens (draft_min)');
+  // The draft sits with its target: on the same devices (its own layers all there when the target has
+  // any) and the same CPU threads, so placement's single part holds both.
+  if (flags.gpuLayers !== null) args.push(flags.gpuLayers, String(input.gpuLayers > 0 ? ALL_LAYERS : 0));
+  if (flags.devices !== null && input.devices.length > 0) args.push(flags.devices, input.devices.join(','));
+  if (flags.threads !== null) args.push(flags.threads, String(input.threads));
+  if (flags.threadsBatch !== null) args.push(flags.threadsBatch, String(input.threads));
   return args;
 }
 

@@ -15,7 +15,7 @@ import type { ModelFacts } from '../runner/protocol.js';
 import { DEFAULT_CRASH_LOOP, withOverrides } from '../crash-loop.js';
 import type { InstanceRunner, RunnerStatus } from '../runner-contract.js';
 import { unitLength } from '../runner/vectors.js';
-import { ALL_LAYERS, llamaServerArgs, probeServerFeatures, type ServerArgsInput } from './llama-server-args.js';
+import { ALL_LAYERS, llamaServerArgs, probeServerFeatures, speculativeEnabled, type DraftInput, type ServerArgsInput } from './llama-server-args.js';
 import { describeSocketError, LoopbackHttp, readBody, readJson } from './loopback-http.js';
 import {
   chatCountBody,
@@ -72,6 +72,11 @@ export interface LlamaServerRunnerOptions {
   devices?: string[];
   /** Start llama-server with `--embeddings` (the instance's capabilities include embeddings). Default false. */
   embeddings?: boolean;
+  /**
+   * A draft model for speculative decoding (the card's runtime.speculative). Left off when this
+   * node's SHOAL_SPECULATIVE is 0, so the same card can be measured without it.
+   */
+  draft?: DraftInput;
   /** Requests allowed to wait for a reservation; more are refused with QUEUE_FULL. Default 256. */
   maxQueuedRequests?: number;
   /** Spawn to ready before the server is killed as hung. Default 180 000. */
@@ -108,6 +113,10 @@ interface Request {
   sent: boolean;
   /** Resolves when the reservation is granted. */
   onGrant: (() => void) | null;
+  /** Its first reservation was granted: an embedding's later groups queue again, after `start`, unreported. */
+  admitted: boolean;
+  /** The queue position last reported to it, so a report goes out only when it moved. */
+  reportedPosition: number | null;
   detach: () => void;
 }
 
@@ -194,6 +203,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
             embeddings: options.embeddings ?? false,
             kvCacheType: options.kvCacheType ?? 'f16',
             flashAttention: options.flashAttention ?? 'auto',
+            draft: speculativeEnabled(process.env) ? options.draft : undefined,
           },
           await probeServerFeatures(options.binaryPath),
         ),
@@ -258,6 +268,8 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
       abort: new AbortController(),
       sent: false,
       onGrant: null,
+      admitted: false,
+      reportedPosition: null,
       detach: () => signal.removeEventListener('abort', onAbort),
     };
     this.requests.set(id, request);
@@ -347,9 +359,27 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
     for (const id of granted) {
       const request = this.requests.get(id);
       const resolve = request?.onGrant;
-      if (request) request.onGrant = null;
+      if (request) {
+        request.onGrant = null;
+        request.admitted = true;
+      }
       resolve?.();
     }
+    this.reportPositions();
+  }
+
+  /**
+   * Tells each request waiting for its first grant its place in the FIFO (1 = granted next), when it
+   * starts waiting and whenever it moved up. Requests still being sized count as ahead: they keep
+   * the place they arrived at.
+   */
+  private reportPositions(): void {
+    this.reservations.waitingIds().forEach((id, index) => {
+      const request = this.requests.get(id);
+      if (!request || request.admitted || request.onGrant === null || request.reportedPosition === index + 1) return;
+      request.reportedPosition = index + 1;
+      request.events.push({ type: 'queued', position: index + 1 });
+    });
   }
 
   /** Sizes the request's reservation and waits, FIFO, until it is granted. */
@@ -365,6 +395,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
       };
       signal.addEventListener('abort', onAbort, { once: true });
       if (signal.aborted) onAbort();
+      else this.reportPositions();
     });
   }
 

@@ -256,3 +256,16 @@ test('long random sequences keep the same invariants', () => {
     assert.deepEqual(r.snapshot(), { active: 0, queued: 0, reservedTokens: 0 });
   }
 });
+
+test('waiting ids come in arrival order, unsized ones keeping their place, and close up when one leaves', () => {
+  const r = new TokenReservations({ budgetTokens: 10, maxActive: 1, maxQueued: 8, maxRequestTokens: 10 });
+  r.enqueue('running', 2);
+  r.enqueue('b', 2);
+  r.enqueue('c', null);
+  r.enqueue('d', 2);
+  assert.deepEqual(r.waitingIds(), ['b', 'c', 'd']);
+  r.release('c');
+  assert.deepEqual(r.waitingIds(), ['b', 'd']);
+  assert.deepEqual(r.release('running'), ['b']);
+  assert.deepEqual(r.waitingIds(), ['d']);
+});

@@ -56,6 +56,11 @@ export class TokenReservations {
     return this.active.has(id) || this.waiting.some((w) => w.id === id);
   }
 
+  /** Waiting ids, the next to be granted first. */
+  waitingIds(): string[] {
+    return this.waiting.map((w) => w.id);
+  }
+
   isActive(id: string): boolean {
     return this.active.has(id);
   }

@@ -34,6 +34,13 @@ const MAX_PENDING_TOKENS = 8;
 const DEFAULT_REPEAT_LAST_N_TOKENS = 64;
 /** Shoal's KV cache type names as node-llama-cpp's GgmlType keys. */
 const KV_GGML_TYPES = { f32: 'F32', f16: 'F16', bf16: 'BF16', q8_0: 'Q8_0', q4_0: 'Q4_0' } as const satisfies Record<NonNullable<RunnerConfig['kvCacheType']>, string>;
+/**
+ * The share of an idle sequence's held tokens that must lead the new prompt for the request to reuse
+ * that sequence rather than a fresh or least recently used one; below it, reusing would throw away a
+ * cache some other conversation is likelier to come back to. Same idea as llama-server's
+ * `--slot-prompt-similarity` (default 0.10 there, where every slot is always taken).
+ */
+const MIN_REUSE_SHARE = 0.5;
 
 interface RenderedPrompt {
   tokens: Token[];
@@ -50,6 +57,11 @@ interface RenderedPrompt {
 export class LlamaCppEngine implements AsyncDisposable {
   private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
   private embeddingContext: Promise<LlamaEmbeddingContext> | null = null;
+  /**
+   * Sequences between requests, least recently used first. Each keeps the tokens its KV cache holds,
+   * so a conversation's next turn evaluates only what follows the part it shares with them.
+   */
+  private readonly idle: LlamaContextSequence[] = [];
 
   private constructor(
     private readonly llama: Llama,
@@ -199,9 +211,11 @@ export class LlamaCppEngine implements AsyncDisposable {
     const formatEnd = task.format.kind !== 'text' && toolMode !== 'forced' ? new JsonEnd() : null;
 
     emit({ type: 'start', promptTokens: prompt.tokens.length });
-    const sequence = this.context.getSequence();
+    const sequence = this.takeSequence(prompt.tokens);
+    let reusable = false;
     try {
-      const result = await this.decode(sequence, prompt.tokens, task, maxTokens, signal, {
+      const cachedPromptTokens = await this.keepSharedPrefix(sequence, prompt.tokens);
+      const result = await this.decode(sequence, prompt.tokens.slice(cachedPromptTokens), task, maxTokens, signal, {
         // A grammar that may switch on mid-answer must be read per token; otherwise it is fixed, and a
         // fixed value spares the library re-checking its sampler on every token.
         grammar: lazyToolGrammar ? () => grammarState : grammarState,
@@ -219,10 +233,52 @@ export class LlamaCppEngine implements AsyncDisposable {
       this.forward(parser.finish(), [], emit);
       // A call cut off by the token limit is reported as the truncation it is.
       const finishReason = result.reason === 'length' ? 'length' : parser.toolCalls > 0 ? 'tool_calls' : 'stop';
-      emit({ type: 'end', finishReason, stopSequence: stops.matchedStop, usage: { promptTokens: prompt.tokens.length, completionTokens: result.completionTokens } });
+      reusable = true;
+      emit({
+        type: 'end',
+        finishReason,
+        stopSequence: stops.matchedStop,
+        usage: { promptTokens: prompt.tokens.length, completionTokens: result.completionTokens, ...(cachedPromptTokens > 0 ? { cachedPromptTokens } : {}) },
+      });
+    } catch (error) {
+      // A cancelled request leaves the sequence's tokens as evaluated; any other failure may not.
+      reusable = error instanceof ShoalError && error.code === 'CANCELLED';
+      throw error;
     } finally {
-      await sequence.dispose();
+      if (reusable) this.idle.push(sequence);
+      else await sequence.dispose();
     }
+  }
+
+  /**
+   * The idle sequence holding the longest prefix of `tokens`, when that prefix is most of what it
+   * holds; else a fresh one while the context has any left (so no cache is thrown away); else the
+   * least recently used idle one.
+   */
+  private takeSequence(tokens: Token[]): LlamaContextSequence {
+    let best = -1;
+    let bestShared = 0;
+    this.idle.forEach((sequence, i) => {
+      const held = sequence.nextTokenIndex;
+      const shared = sequence.compareContextTokens(tokens).firstDifferentIndex;
+      if (held > 0 && shared >= held * MIN_REUSE_SHARE && shared > bestShared) {
+        best = i;
+        bestShared = shared;
+      }
+    });
+    if (best >= 0) return this.idle.splice(best, 1)[0]!;
+    if (this.context.sequencesLeft > 0 || this.idle.length === 0) return this.context.getSequence();
+    return this.idle.shift()!;
+  }
+
+  /** Erases what the sequence holds past its prefix shared with `tokens`; answers how many tokens it kept. */
+  private async keepSharedPrefix(sequence: LlamaContextSequence, tokens: Token[]): Promise<number> {
+    // The last prompt token is always evaluated again: its logits choose the first answer token.
+    const keep = Math.min(sequence.compareContextTokens(tokens).firstDifferentIndex, tokens.length - 1);
+    if (keep < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
+    // Where the library cannot cut the cache at `keep` (sliding-window models) it evaluates the kept
+    // part again on its own; the count then overstates what was saved, never what the cache holds.
+    return keep;
   }
 
   /** Sends parsed output on, attaching pending log probabilities to the first answer text. */

@@ -45,6 +45,8 @@ interface Request {
   events: AsyncQueue<TaskEvent>;
   /** Set once the request was sent to the runner and holds one of its sequences. */
   dispatched: boolean;
+  /** The queue position last reported to it, so a report goes out only when it moved. */
+  reportedPosition: number | null;
   detach: () => void;
 }
 
@@ -52,8 +54,9 @@ const CHILD_PATH = fileURLToPath(new URL('./child.js', import.meta.url));
 
 /**
  * Owns one runner child: spawns it, feeds it at most `sequences` requests at a time from a bounded
- * FIFO, restarts it with backoff when it crashes, and gives up (circuit breaker) when it keeps
- * crashing. A crash fails only the requests the runner held; queued ones wait for the restart.
+ * FIFO (each waiting request hears its position as `queued` events), restarts it with backoff when
+ * it crashes, and gives up (circuit breaker) when it keeps crashing. A crash fails only the requests
+ * the runner held; queued ones wait for the restart.
  */
 export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
   private child: ChildProcess | null = null;
@@ -146,6 +149,7 @@ export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
       task,
       events: new AsyncQueue<TaskEvent>(() => this.cancel(id)),
       dispatched: false,
+      reportedPosition: null,
       detach: () => signal.removeEventListener('abort', onAbort),
     };
     this.requests.set(id, request);
@@ -166,6 +170,7 @@ export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
     } else {
       this.queue.splice(this.queue.indexOf(request), 1);
       this.forget(request);
+      this.reportPositions();
       this.options.onChange?.();
     }
   }
@@ -185,7 +190,18 @@ export class RunnerSupervisor implements InstanceRunner, AsyncDisposable {
         this.active -= 1;
       }
     }
+    this.reportPositions();
     this.options.onChange?.();
+  }
+
+  /** Tells each waiting request its place (1 = admitted next) when it first waits and whenever it moved up. */
+  private reportPositions(): void {
+    this.queue.forEach((request, index) => {
+      const position = index + 1;
+      if (request.reportedPosition === position) return;
+      request.reportedPosition = position;
+      request.events.push({ type: 'queued', position });
+    });
   }
 
   private forget(request: Request): void {

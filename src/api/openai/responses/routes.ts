@@ -3,7 +3,7 @@ import { ShoalError, toShoalError } from '../../../common/errors.js';
 import type { ChatMessage } from '../../../wire/task.js';
 import { fromFastifyError } from '../../fastify-errors.js';
 import type { FamilyOptions } from '../../family.js';
-import { clientAbortSignal, SSE_HEADERS, startTask, writeCoalesced, type StartedTask } from '../../stream.js';
+import { clientAbortSignal, QUEUE_POSITION_HEADER, SseStream, startTask, writeCoalesced, type StartedTask } from '../../stream.js';
 import { sendOpenAIError } from '../routes.js';
 import { appendItems, responseRequestToTask } from './normalize.js';
 import { parseCreateResponse } from './schemas.js';
@@ -44,11 +44,15 @@ export async function responsesRoutes(app: FastifyInstance, options: FamilyOptio
     };
 
     const signal = clientAbortSignal(request, reply);
-    const started = await startTask(dispatcher, task, signal);
     if (body.stream === true) {
-      await stream(started, assembler, keep, request, reply);
+      const sse = new SseStream(reply);
+      const started = await sse.start(dispatcher, task, signal, (failure) => writeEvents(reply, [...assembler.begin(), ...assembler.fail(failure).events]));
+      if (!started) return;
+      await stream(sse, started, assembler, keep, request, reply);
       return;
     }
+    const started = await startTask(dispatcher, task, signal);
+    reply.header(QUEUE_POSITION_HEADER, started.queuedAt);
     for (let next = await started.events.next(); !next.done; next = await started.events.next()) {
       const event = next.value;
       if (event.type !== 'end') {
@@ -99,14 +103,14 @@ function writeEvents(reply: FastifyReply, events: readonly StreamEvent[]): void 
 }
 
 async function stream(
+  sse: SseStream,
   started: StartedTask,
   assembler: ResponseAssembler,
   keep: (finished: Finished) => void,
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<void> {
-  reply.hijack();
-  reply.raw.writeHead(200, SSE_HEADERS);
+  sse.open(started.queuedAt);
   writeEvents(reply, assembler.begin());
   try {
     for (let next = await started.events.next(); !next.done; next = await started.events.next()) {

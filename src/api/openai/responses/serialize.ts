@@ -213,6 +213,7 @@ export class ResponseAssembler {
         events.push(this.event('response.function_call_arguments.delta', { item_id: item.id, output_index: this.index(), delta: event.arguments }));
         break;
       }
+      case 'queued':
       case 'start':
       case 'embeddings':
       case 'end':
