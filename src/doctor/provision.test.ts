@@ -23,7 +23,7 @@ import {
   type EngineManifest,
   type EngineSource,
 } from './engines.js';
-import { EngineProvisioner, EngineReleaseRefused, enginesAtStartState, type ProvisionPhase } from './provision.js';
+import { EngineProvisioner, enginesAtStartState, type ProvisionPhase } from './provision.js';
 import type { EngineRelease } from './releases.js';
 import { engineReleaseBaseUrl, engineReleases, findEngineRelease, releaseUrl } from './releases.js';
 import { ShoalError } from '../common/errors.js';
@@ -217,10 +217,28 @@ describe('EngineProvisioner', { concurrency: false }, () => {
     assert.equal(builder.calls.length, 1);
   });
 
-  test('the download refusal is a typed error', () => {
-    const error = new EngineReleaseRefused('checksum', 'x');
-    assert.equal(error.code, 'INTERNAL');
-    assert.equal(error.reason, 'checksum');
+  test('a release host that stops sending mid-download is given up and the engines are built', async (t) => {
+    if (typeof binaries === 'string') return t.skip(binaries);
+    const root = join(work, 'release-stalled');
+    const builder = recordingBuilder(root, binaries);
+    // Headers and a first chunk, then silence with the connection held open.
+    const stalled = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/gzip', 'content-length': 1_000_000 });
+      res.write(Buffer.alloc(1024));
+    });
+    stalled.listen(0, '127.0.0.1');
+    await once(stalled, 'listening');
+    try {
+      const url = `http://127.0.0.1:${(stalled.address() as AddressInfo).port}/releases/download`;
+      const lines = capturingLog();
+      const provisioner = new EngineProvisioner({ log: lines.log, cacheRoot: root, source, compute: 'cpu', releases: [release(archiveSha)], releaseBaseUrl: url, releaseIdleMs: 300, build: builder.build, buildTools: async () => tools });
+      assert.equal((await provisioner.whenReady())?.source, 'build');
+      assert.equal(builder.calls.length, 1);
+      assert.ok(lines.lines().some((l) => l.msg.includes('sent nothing for 0.3 s')), JSON.stringify(lines.lines()));
+    } finally {
+      stalled.closeAllConnections();
+      stalled.close();
+    }
   });
 
   test('with no release for this platform the build runs and its progress shows', async (t) => {

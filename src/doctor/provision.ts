@@ -40,6 +40,8 @@ import { engineReleaseBaseUrl, engineReleases, findEngineRelease, releaseUrl, ty
 
 /** The largest release archive accepted: a CUDA build is a few hundred MB; a host sending more is refused before the disk fills. */
 export const MAX_RELEASE_ARCHIVE_BYTES = 2 * 1024 ** 3;
+/** A release download that delivers no byte for this long is given up (and the engines built instead) rather than waited on forever. */
+export const RELEASE_DOWNLOAD_IDLE_MS = 60_000;
 /** Progress lines in the log at most this often (phase changes are always logged). */
 export const PROVISION_LOG_INTERVAL_MS = 15_000;
 
@@ -98,6 +100,8 @@ export interface EngineProvisionerOptions {
   build?: (options: BuildEnginesOptions) => Promise<BuildEnginesResult>;
   /** Default checkBuildTools. */
   buildTools?: () => Promise<BuildToolsCheck>;
+  /** Default RELEASE_DOWNLOAD_IDLE_MS: a release download silent this long falls back to building. */
+  releaseIdleMs?: number;
   signal?: AbortSignal;
 }
 
@@ -109,8 +113,10 @@ export class EngineProvisioner implements AsyncDisposable {
   private readonly abort = new AbortController();
   private running: Promise<ProvisionedEngines | null> | null = null;
   private lastProgressLogMs = 0;
+  private readonly releaseIdleMs: number;
 
   constructor(private readonly options: EngineProvisionerOptions) {
+    this.releaseIdleMs = options.releaseIdleMs ?? RELEASE_DOWNLOAD_IDLE_MS;
     if (options.signal) {
       if (options.signal.aborted) this.abort.abort(options.signal.reason);
       else options.signal.addEventListener('abort', () => this.abort.abort(options.signal?.reason), { once: true });
@@ -295,11 +301,31 @@ export class EngineProvisioner implements AsyncDisposable {
 
   /** Streams `url` into `path`, hashing as it goes; the archive's SHA-256 (hex). */
   private async download(url: string, path: string, signal: AbortSignal): Promise<string> {
+    const idle = new AbortController();
+    let idleTimer: NodeJS.Timeout | undefined;
+    const stillMoving = (): void => {
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(() => idle.abort(), this.releaseIdleMs);
+    };
+    stillMoving();
+    try {
+      return await this.downloadWithin(url, path, signal, AbortSignal.any([signal, idle.signal]), stillMoving);
+    } catch (error) {
+      if (idle.signal.aborted && !signal.aborted) {
+        throw new EngineReleaseRefused('download', `the release host sent nothing for ${this.releaseIdleMs / 1000} s while downloading ${url}`, { cause: error });
+      }
+      throw error;
+    } finally {
+      clearTimeout(idleTimer);
+    }
+  }
+
+  private async downloadWithin(url: string, path: string, signal: AbortSignal, within: AbortSignal, stillMoving: () => void): Promise<string> {
     let response: Response;
     try {
-      response = await fetch(url, { signal, redirect: 'follow' });
+      response = await fetch(url, { signal: within, redirect: 'follow' });
     } catch (error) {
-      if (signal.aborted) throw error;
+      if (within.aborted) throw error;
       throw new EngineReleaseRefused('download', `downloading the release archive ${url} failed: ${(error as Error).message}`, { cause: error });
     }
     if (!response.ok || response.body === null) {
@@ -322,14 +348,15 @@ export class EngineProvisioner implements AsyncDisposable {
           return;
         }
         hash.update(chunk);
+        stillMoving();
         this.set({ phase: 'downloading', percent: total === null ? null : Math.min(100, Math.floor((done / total) * 100)), message: `downloading ${url} (${done} bytes)` });
         callback(null, chunk);
       },
     });
     try {
-      await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), meter, createWriteStream(path), { signal });
+      await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), meter, createWriteStream(path), { signal: within });
     } catch (error) {
-      if (signal.aborted || error instanceof EngineReleaseRefused) throw error;
+      if (within.aborted || error instanceof EngineReleaseRefused) throw error;
       throw new EngineReleaseRefused('download', `downloading the release archive ${url} failed: ${(error as Error).message}`, { cause: error });
     }
     return hash.digest('hex');

@@ -1,3 +1,4 @@
+import { generateTask } from '../../test/support/tasks.js';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ShoalError, type ErrorCode } from '../common/errors.js';
@@ -23,18 +24,7 @@ const START: TaskEvent = { type: 'start', promptTokens: 1 };
 const END: TaskEvent = { type: 'end', finishReason: 'stop', stopSequence: null, usage: { promptTokens: 1, completionTokens: 0 } };
 
 function chat(model: string, over: Partial<Extract<RunnerTask, { kind: 'generate' }>> = {}): RunnerTask {
-  return {
-    kind: 'generate',
-    model,
-    prompt: { kind: 'chat', messages: [{ role: 'user', content: 'hi' }] },
-    sampling: { maxTokens: 4, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
-    stop: [],
-    tools: [],
-    toolChoice: { mode: 'auto' },
-    format: { kind: 'text' },
-    logprobs: null,
-    ...over,
-  };
+  return generateTask({ model, prompt: { kind: 'chat', messages: [{ role: 'user', content: 'hi' }] }, ...over });
 }
 
 const TOOL = { name: 'lookup', parameters: { type: 'object' } };

@@ -1,3 +1,4 @@
+import { generateTask } from '../../test/support/tasks.js';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Dispatcher } from '../api/dispatch.js';
@@ -6,17 +7,7 @@ import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import { MeteredDispatcher } from './metered-dispatcher.js';
 import { RequestTracker, type Outcome } from './tracker.js';
 
-const task: RunnerTask = {
-  kind: 'generate',
-  model: 'm',
-  prompt: { kind: 'text', text: 'hi' },
-  sampling: { maxTokens: 3, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
-  stop: [],
-  tools: [],
-  toolChoice: { mode: 'auto' },
-  format: { kind: 'text' },
-  logprobs: null,
-};
+const task: RunnerTask = generateTask({ sampling: { maxTokens: 3, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 } });
 const EVENTS: TaskEvent[] = [
   { type: 'start', promptTokens: 2 },
   { type: 'text', text: 'a' },

@@ -12,5 +12,7 @@
  *    frame's `trace` context and the serving node's spans on the final frame (inference/protocol.ts).
  *    Also per-GPU placement: `vramBudgetBytes` in resources, and in instance specs `allowSpill` and per
  *    placement `gpuLayers` and `devices` (master/state/instances.ts).
+ * 5: `/shoal/infer/1` event frames may carry the `queued` task event (a waiting request's position)
+ *    and `usage.cachedPromptTokens` (wire/task.ts), which version-4 strict schemas refuse.
  */
-export const WIRE_VERSION = 4;
+export const WIRE_VERSION = 5;

@@ -8,7 +8,9 @@ import type { DraftInput } from './engines/llama-server-args.js';
  * The draft a llama-server part loads beside its model (the card's `runtime.speculative`), its file
  * found or downloaded on the node that runs the part, so the draft always sits with its target. A draft
  * that cannot be had (no card, a failed download) costs speed, not the model: the part serves without
- * one and the log says why. An abort (the part is being stopped) still ends the launch.
+ * one and the log says why. An abort (the part is being stopped) still ends the launch. A draft file
+ * llama-server then refuses (another vocabulary) fails the part as a bad model file would: that is the
+ * card's mistake, and the crash log names the draft.
  */
 export async function draftFor(
   card: Pick<ModelCard, 'id' | 'runtime'> | null,

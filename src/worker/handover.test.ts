@@ -1,26 +1,17 @@
+import { generateTask } from '../../test/support/tasks.js';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
 import { AsyncQueue } from '../common/async-queue.js';
 import { ShoalError } from '../common/errors.js';
 import type { InstanceId, ModelId } from '../common/ids.js';
-import type { InferenceTask, RunnerTask, TaskEvent } from '../wire/task.js';
+import type { RunnerTask, TaskEvent } from '../wire/task.js';
 import type { InstanceRunner, RunnerState, RunnerStatus } from './runner-contract.js';
 import { Worker } from './worker.js';
 
 const log = pino({ level: 'silent' });
 
-const GENERATE: InferenceTask = {
-  kind: 'generate',
-  model: 'm',
-  prompt: { kind: 'text', text: 'hi' },
-  sampling: { maxTokens: 4, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
-  stop: [],
-  tools: [],
-  toolChoice: { mode: 'auto' },
-  format: { kind: 'text' },
-  logprobs: null,
-};
+const GENERATE = generateTask();
 
 const END: TaskEvent = { type: 'end', finishReason: 'length', stopSequence: null, usage: { promptTokens: 1, completionTokens: 1 } };
 
@@ -173,7 +164,18 @@ test('a handover still loading when the worker stops ends as kept, and the new e
   const next = new ScriptedEngine(1002);
   const moving = worker.handOver(instanceId, next, 'llama_server-cpu');
   await worker.stop();
+  // Stopped by the time the worker's stop resolves: no engine outlives the worker.
+  assert.equal(next.state, 'stopped');
   const outcome = await moving;
   assert.ok(outcome.outcome === 'kept' && outcome.code === 'CANCELLED', JSON.stringify(outcome));
+});
+
+test('detaching an instance whose new engine still loads stops that engine before the detach resolves', async () => {
+  const { worker, instanceId } = held();
+  const next = new ScriptedEngine(1003);
+  const moving = worker.handOver(instanceId, next, 'llama_server-cpu');
+  await worker.detach(instanceId);
   assert.equal(next.state, 'stopped');
+  assert.equal((await moving).outcome, 'kept');
+  await worker.stop();
 });

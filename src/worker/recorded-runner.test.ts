@@ -1,3 +1,4 @@
+import { generateTask } from '../../test/support/tasks.js';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -18,17 +19,7 @@ import { acceptsConnection } from './engines/rpc-donor.js';
 
 const log = pino({ level: 'silent' });
 
-const GENERATE: InferenceTask = {
-  kind: 'generate',
-  model: 'm',
-  prompt: { kind: 'text', text: 'hi' },
-  sampling: { maxTokens: 4, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
-  stop: [],
-  tools: [],
-  toolChoice: { mode: 'auto' },
-  format: { kind: 'text' },
-  logprobs: null,
-};
+const GENERATE = generateTask();
 
 interface Held {
   queue: AsyncQueue<TaskEvent>;
@@ -216,6 +207,25 @@ test('an engine that hangs before it takes a request (no start) while it holds r
   assert.match(runner.recorder.entries().find((e) => e.phase === 'stalled')?.detail ?? '', /while this request queued/);
   assert.equal(moments.find((m) => m.kind === 'runner-stall')?.data?.phase, 'queued');
   await runner.stop();
+});
+
+test('queue reports are no progress: an engine that never starts a request still trips the watchdog while new arrivals move the queue', { timeout: 10_000 }, async () => {
+  const fake = new FakeRunner();
+  const { runner } = recorded(fake, { stallTimeoutMs: 80 });
+  const stream = runner.run!(GENERATE, new AbortController().signal);
+  // The adapter keeps reporting this request's place (other requests come and go), the engine says nothing.
+  const reports = setInterval(() => fake.held[0]?.queue.push({ type: 'queued', position: 1 }), 10);
+  try {
+    const error = await drain(stream).then(
+      () => assert.fail('the stalled request succeeded'),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof ShoalError && error.code === 'RUNNER_STALLED', String(error));
+    assert.equal(fake.kills.length, 1);
+  } finally {
+    clearInterval(reports);
+    await runner.stop();
+  }
 });
 
 test('a request the engine holds before it says start gets the allowance of its prompt size: a long prompt read without a word is no stall', async () => {

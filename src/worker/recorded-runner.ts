@@ -326,7 +326,9 @@ export class RecordedRunner implements InstanceRunner {
         // After a stall the request is over for its consumer; what the engine still says is dropped
         // until its crash path (or the cancel) ends the stream.
         if (stalled) continue;
-        this.lastProgressAtMs = this.nowMs();
+        // A queue report is the adapter's bookkeeping, not the engine working: new arrivals must not
+        // keep a wedged engine looking alive.
+        if (event.type !== 'queued') this.lastProgressAtMs = this.nowMs();
         if (event.type === 'start') {
           phase = 'prefill';
           promptTokens = event.promptTokens;

@@ -75,7 +75,7 @@ export class Worker implements AsyncDisposable {
   /** What the default model was placed with, to start it again on another engine. */
   private readonly defaults = new Map<InstanceId, { modelPath: string }>();
   /** Handovers under way per instance (the new engine still loading), aborted by `stop`. */
-  private readonly handovers = new Map<InstanceId, AbortController>();
+  private readonly handovers = new Map<InstanceId, { controller: AbortController; ended: Promise<void> }>();
   private readonly listeners = new Set<() => void>();
 
   constructor(private readonly options: WorkerOptions) {}
@@ -167,20 +167,26 @@ export class Worker implements AsyncDisposable {
     }
     const engine = this.engine(instance, next);
     const controller = new AbortController();
-    this.handovers.set(instanceId, controller);
+    // `ended` resolves once the load is over and, when it failed or the instance went, the new engine
+    // has stopped: a stop or detach waits for it, so no engine outlives the worker.
+    let loadEnded!: () => void;
+    this.handovers.set(instanceId, { controller, ended: new Promise<void>((resolve) => (loadEnded = resolve)) });
     try {
-      await engine.recorded.whenReady(controller.signal);
-    } catch (error) {
-      await engine.recorded.stop().catch(() => undefined);
-      const reason = `the ${backend} engine did not become ready: ${errorMessage(error)}`;
-      log.warn({ backend: instance.backend, next: backend }, `${reason}; ${instance.backend} keeps serving ${instance.modelId}`);
-      return { outcome: 'kept', instanceId, backend: instance.backend, code: errorCode(error), reason };
+      try {
+        await engine.recorded.whenReady(controller.signal);
+      } catch (error) {
+        await engine.recorded.stop().catch(() => undefined);
+        const reason = `the ${backend} engine did not become ready: ${errorMessage(error)}`;
+        log.warn({ backend: instance.backend, next: backend }, `${reason}; ${instance.backend} keeps serving ${instance.modelId}`);
+        return { outcome: 'kept', instanceId, backend: instance.backend, code: errorCode(error), reason };
+      }
+      if (this.fronts.get(instanceId) !== front) {
+        await engine.recorded.stop().catch(() => undefined);
+        return { outcome: 'kept', instanceId, backend: instance.backend, code: 'NOT_FOUND', reason: 'the instance was stopped while its new engine loaded' };
+      }
     } finally {
       this.handovers.delete(instanceId);
-    }
-    if (this.fronts.get(instanceId) !== front) {
-      await engine.recorded.stop().catch(() => undefined);
-      return { outcome: 'kept', instanceId, backend: instance.backend, code: 'NOT_FOUND', reason: 'the instance was stopped while its new engine loaded' };
+      loadEnded();
     }
     const from = instance.backend;
     // The instance stays held throughout: the same entry, its backend and engine changed together.
@@ -230,12 +236,15 @@ export class Worker implements AsyncDisposable {
   async detach(instanceId: InstanceId): Promise<void> {
     const instance = this.instances.get(instanceId);
     if (!instance) return;
+    // An engine loading to take this instance over is not needed any more.
+    const loading = this.handovers.get(instanceId);
+    loading?.controller.abort();
     this.instances.delete(instanceId);
     this.recorded.delete(instanceId);
     this.fronts.delete(instanceId);
     this.defaults.delete(instanceId);
     this.changed();
-    await instance.runner.stop();
+    await Promise.all([instance.runner.stop(), loading?.ended]);
   }
 
   get(instanceId: InstanceId): LocalInstance | undefined {
@@ -290,13 +299,14 @@ export class Worker implements AsyncDisposable {
   }
 
   async stop(): Promise<void> {
-    for (const controller of this.handovers.values()) controller.abort();
+    const loading = [...this.handovers.values()];
+    for (const { controller } of loading) controller.abort();
     const all = [...this.instances.values()];
     this.instances.clear();
     this.recorded.clear();
     this.fronts.clear();
     this.defaults.clear();
-    await Promise.all(all.map((instance) => instance.runner.stop()));
+    await Promise.all([...all.map((instance) => instance.runner.stop()), ...loading.map(({ ended }) => ended)]);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -204,7 +204,13 @@ describe('moving the default model onto llama-server', { skip }, () => {
       selfId: nodeId(0),
       log,
       worker,
-      placement: { replace: async () => assert.fail('nothing is re-placed') } as unknown as PlacementService,
+      placement: {
+        replace: async () => assert.fail('nothing is re-placed'),
+        // No card on this node: the part starts without a draft (src/worker/draft.ts).
+        modelFacts: async () => {
+          throw new Error('no card here');
+        },
+      } as unknown as PlacementService,
       state: () => state,
       isMaster: () => false,
       connected: () => true,

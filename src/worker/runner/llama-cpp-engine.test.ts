@@ -1,5 +1,6 @@
 // The in-process engine's prompt cache: real node-llama-cpp on a generated random-weight model, CPU, one thread.
 
+import { generateTask } from '../../../test/support/tasks.js';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -26,17 +27,7 @@ after(async () => {
 });
 
 function chat(messages: ChatMessage[]): InferenceTask {
-  return {
-    kind: 'generate',
-    model: TINY_MODEL_ID,
-    prompt: { kind: 'chat', messages },
-    sampling: { maxTokens: 6, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
-    stop: [],
-    tools: [],
-    toolChoice: { mode: 'auto' },
-    format: { kind: 'text' },
-    logprobs: null,
-  };
+  return generateTask({ model: TINY_MODEL_ID, prompt: { kind: 'chat', messages }, sampling: { maxTokens: 6, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 } });
 }
 
 async function turn(messages: ChatMessage[]): Promise<{ text: string; promptTokens: number; cached: number | undefined }> {

@@ -274,7 +274,7 @@ export class LlamaCppEngine implements AsyncDisposable {
   /** Erases what the sequence holds past its prefix shared with `tokens`; answers how many tokens it kept. */
   private async keepSharedPrefix(sequence: LlamaContextSequence, tokens: Token[]): Promise<number> {
     // The last prompt token is always evaluated again: its logits choose the first answer token.
-    const keep = Math.min(sequence.compareContextTokens(tokens).firstDifferentIndex, tokens.length - 1);
+    const keep = Math.max(0, Math.min(sequence.compareContextTokens(tokens).firstDifferentIndex, tokens.length - 1));
     if (keep < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
     // Where the library cannot cut the cache at `keep` (sliding-window models) it evaluates the kept
     // part again on its own; the count then overstates what was saved, never what the cache holds.
