@@ -11,6 +11,7 @@ import { captureOutput, createLan, killGroup, netnsAvailable, waitForExit, type 
 import { CLI_PATH, startTestNode, type TestNode } from '../test/support/node-process.js';
 import { measureAppendRate } from './append-rate.js';
 import { summarize } from './stats.js';
+import { processAlive } from '../test/support/wait.js';
 
 /**
  * Control-plane benchmarks against real nodes. Prints one JSON object on stdout (progress on stderr):
@@ -84,14 +85,6 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 const wallNow = (): number => performance.timeOrigin + performance.now();
 const round = (x: number, digits = 1): number => Math.round(x * 10 ** digits) / 10 ** digits;
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function stopNode(node: TestNode): Promise<void> {
   if (!liveNodes.has(node)) return;
@@ -145,7 +138,7 @@ function cleanup(): Promise<void> {
     await Promise.all([...liveNodes].map((n) => stopNode(n).catch(() => undefined)));
     for (const lan of liveLans) await lan.destroy().catch(() => undefined);
     liveLans.clear();
-    for (const pid of strayPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+    for (const pid of strayPids) if (processAlive(pid)) process.kill(pid, 'SIGKILL');
     for (const dir of tempDirs) await rm(dir, { recursive: true, force: true }).catch(() => undefined);
     tempDirs.clear();
   })();
@@ -499,7 +492,7 @@ async function failover(): Promise<Record<string, unknown>> {
       else failures.push(`rep ${rep + 1}: shoal nickname after failover failed: ${cli.stderr.trim()}`);
       if (runnerPid !== null) {
         await sleep(1000);
-        if (alive(runnerPid)) {
+        if (processAlive(runnerPid)) {
           orphanRunners.push(runnerPid);
           strayPids.add(runnerPid);
           process.kill(runnerPid, 'SIGKILL');

@@ -24,6 +24,8 @@ import { emptyState, type ClusterState } from '../../src/master/state/state.js';
 import { clusterLog, instanceSpec, nodeId } from '../../src/master/state/fixtures.test-support.js';
 import type { PlacementService } from '../../src/placement/service.js';
 import type { InferenceTask, TaskEvent } from '../../src/wire/task.js';
+import { processAlive } from '../support/wait.js';
+import { generateTask } from '../support/tasks.js';
 
 const MAX_TOKENS = 48;
 const CONCURRENT = 4;
@@ -40,27 +42,9 @@ after(async () => {
 });
 
 function task(): InferenceTask {
-  return {
-    kind: 'generate',
-    model: TINY_MODEL_ID,
-    prompt: { kind: 'text', text: 'Once upon a time' },
-    sampling: { maxTokens: MAX_TOKENS, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 },
-    stop: [],
-    tools: [],
-    toolChoice: { mode: 'auto' },
-    format: { kind: 'text' },
-    logprobs: null,
-  };
+  return generateTask({ model: TINY_MODEL_ID, prompt: { kind: 'text', text: 'Once upon a time' }, sampling: { maxTokens: MAX_TOKENS, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 } });
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function placedWorker(): Promise<{ worker: Worker; instanceId: InstanceId }> {
   const worker = new Worker({ log, threads: 1, gpu: false, contextSize: 512, sequences: 2 });
@@ -109,7 +93,7 @@ describe('moving the default model onto llama-server', { skip }, () => {
       assert.equal(before.length, 1);
       assert.equal(before[0]?.backend, 'llama_cpp-cpu');
       const oldPid = before[0]?.pid;
-      assert.ok(typeof oldPid === 'number' && alive(oldPid), 'the runner child runs');
+      assert.ok(typeof oldPid === 'number' && processAlive(oldPid), 'the runner child runs');
 
       // The instance must be listed, as the one instance, at every change and between them.
       const listings: string[] = [];
@@ -153,7 +137,7 @@ describe('moving the default model onto llama-server', { skip }, () => {
       assert.equal(after[0]?.instanceId, instanceId);
       assert.equal(after[0]?.backend, 'llama_server-cpu');
       assert.notEqual(after[0]?.pid, oldPid);
-      assert.equal(alive(oldPid), false, 'the runner child has exited');
+      assert.equal(processAlive(oldPid), false, 'the runner child has exited');
       assert.equal(after[0]?.inFlight, 0);
 
       const again = await moveDefaultModel(worker, engines, { requested: 'auto', gpuPresent: false, detected: [] }, log);

@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import OpenAI, { APIError } from 'openai';
 import { findEngine } from '../../src/doctor/engines.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
+import { processAlive } from '../support/wait.js';
 
 interface HealthModel {
   id: string;
@@ -35,14 +36,6 @@ async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T 
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test('healthz is 200 with ok:true once the model serves', async () => {
   await using node = await startTestNode();
@@ -103,7 +96,7 @@ test('SIGTERM stops the node and its runner within 5 s', async () => {
   const result = await node.stop('SIGTERM');
   assert.equal(result.code, 0, node.output());
   assert.ok(result.ms < 5000, `stopped in ${result.ms} ms`);
-  assert.equal(alive(pid), false, 'the runner is gone');
+  assert.equal(processAlive(pid), false, 'the runner is gone');
 });
 
 test('SIGINT stops the node cleanly too', async () => {
@@ -116,7 +109,7 @@ test('the runner exits when its node is killed', async () => {
   const node = await startTestNode();
   const pid = (await health(node)).body.models[0]!.pid!;
   await node.stop('SIGKILL');
-  await until('the orphaned runner to exit', 5000, async () => (alive(pid) ? undefined : true));
+  await until('the orphaned runner to exit', 5000, async () => (processAlive(pid) ? undefined : true));
 });
 
 test('logs are JSON lines when stdout is not a terminal', async () => {

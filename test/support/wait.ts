@@ -13,3 +13,13 @@ export async function until(what: string, check: () => boolean, timeoutMs = 5000
   }
   return performance.now() - start;
 }
+
+/** Whether a process with this pid exists (signal 0 checks without sending anything). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
