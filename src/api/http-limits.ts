@@ -6,7 +6,7 @@ export const HEADERS_TIMEOUT_MS = 30_000;
 /**
  * Time a client has to send its whole request, headers and body (Node's `requestTimeout`): it
  * bounds receiving only, so an answer may stream for as long as its generation runs. 4 MiB (the
- * body limit) in 60 s needs about 70 KB/s.
+ * body limit) in 60 s needs about 70 KB/s; 20 MiB (the limit of the routes that take images) about 350 KB/s.
  */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** Overrides DEFAULT_REQUEST_TIMEOUT_MS (milliseconds). */

@@ -42,7 +42,7 @@ export interface ServerOptions {
   log: Logger;
   dispatcher: Dispatcher;
   health: () => Health;
-  /** Largest accepted request body; larger ones get 413. Default 4 MiB. */
+  /** Largest accepted request body; larger ones get 413. Default 4 MiB; the routes that take images allow IMAGE_ROUTE_MAX_BODY_BYTES (src/api/images.ts). */
   maxBodyBytes?: number;
   /** Keys inference routes require; empty (the default) means open. */
   apiKeys?: readonly string[];

@@ -1,6 +1,6 @@
 import { ShoalError } from '../common/errors.js';
 import type { InstanceId, NodeId } from '../common/ids.js';
-import type { RunnerTask, TaskEvent } from '../wire/task.js';
+import { promptImages, type RunnerTask, type TaskEvent } from '../wire/task.js';
 import type { Dispatcher, ModelListing } from '../api/dispatch.js';
 import type { ModelCapability } from '../wire/capability.js';
 import type { InstanceState } from '../master/state/instances.js';
@@ -47,6 +47,13 @@ function capabilityFor(task: RunnerTask): ModelCapability {
   if (task.kind === 'count') return task.prompt.kind === 'chat' ? 'chat' : 'completion';
   if (task.tools.length > 0 && task.toolChoice.mode !== 'none') return 'tools';
   return task.prompt.kind === 'chat' ? 'chat' : 'completion';
+}
+
+/** Everything a task needs of its model: a prompt with images needs `vision` on top of its own capability. */
+export function capabilitiesFor(task: RunnerTask): ModelCapability[] {
+  const needed = [capabilityFor(task)];
+  if (task.kind !== 'embed' && promptImages(task.prompt).length > 0) needed.push('vision');
+  return needed;
 }
 
 function formatParams(count: number | null): string | null {
@@ -201,11 +208,12 @@ export class ClusterDispatcher implements Dispatcher {
     if (choice.kind === 'loading') throw new ShoalError('MODEL_LOADING', `model '${task.model}' is not ready yet (${choice.reasons.join('; ')}): retry shortly`);
     if (choice.kind === 'failed') throw new ShoalError('MODEL_FAILED', `model '${task.model}' failed on every node (${choice.reasons.join('; ')})`);
     const target = choice.candidate;
-    const needed = capabilityFor(task);
     const local = target.local ? this.options.worker.get(target.instanceId) : undefined;
     const capabilities = local?.capabilities ?? this.capabilitiesOf(target.instanceId, DEFAULT_CAPABILITIES);
-    if (!capabilities.includes(needed)) {
-      throw new ShoalError('CAPABILITY_MISSING', `model '${task.model}' does not support ${needed}; its capabilities are ${capabilities.join(', ')}`, { param: 'model' });
+    const missing = capabilitiesFor(task).find((needed) => !capabilities.includes(needed));
+    if (missing !== undefined) {
+      const hint = missing === 'vision' ? ': send images to a vision model (its card sets capabilities.vision and names a projector), or send text only' : '';
+      throw new ShoalError('CAPABILITY_MISSING', `model '${task.model}' does not support ${missing}; its capabilities are ${capabilities.join(', ')}${hint}`, { param: 'model' });
     }
     trace?.spans.end(routeSpan, { target: target.local ? 'local' : target.nodeId, instanceId: target.instanceId });
     this.prefixes.served(keys, { nodeId: target.nodeId, instanceId: target.instanceId });

@@ -21,10 +21,12 @@ import { MAX_SERVING_SPANS } from '../tracing/spans.js';
 export const INFER_PROTOCOL = '/shoal/infer/1';
 
 /**
- * Largest frame either way. The run frame carries the whole prompt: the HTTP body is at most 4 MiB,
- * and msgpack can spell a JSON number such as `0.5` (3 bytes) in 9, so the task may grow ~2.3x.
+ * Largest frame either way. The run frame carries the whole prompt: the HTTP body is at most 20 MiB
+ * on the routes that take images (IMAGE_ROUTE_MAX_BODY_BYTES; 4 MiB elsewhere). Base64 image data
+ * travels as msgpack strings at its own size, but msgpack can spell a JSON number such as `0.5`
+ * (3 bytes) in 9, so a body of numbers (tool schemas) may grow ~2.3x: 20 MiB becomes at most ~46 MiB.
  */
-export const INFER_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+export const INFER_MAX_MESSAGE_BYTES = 48 * 1024 * 1024;
 /**
  * Concurrent inference streams per connection, each way. One API node sends all its requests for a
  * serving node over one connection; an instance holds at most 64 running + 256 queued requests, so
@@ -91,11 +93,12 @@ export type ServerFrame = z.infer<typeof ServerFrame>;
 
 /**
  * Vectors per frame so that a frame of them stays under `maxMessageBytes`, from the vector length
- * (an upper bound on the encoding, not a measurement). 0: not even one vector fits.
+ * (an upper bound on the encoding, not a measurement), and within what a `vectors` frame may hold.
+ * 0: not even one vector fits.
  */
 export function vectorsPerFrame(dimensions: number, maxMessageBytes: number = INFER_MAX_MESSAGE_BYTES): number {
   const perVector = dimensions * MAX_NUMBER_BYTES + MAX_ARRAY_HEADER_BYTES;
-  return Math.max(0, Math.floor((maxMessageBytes - VECTORS_FRAME_OVERHEAD_BYTES) / perVector));
+  return Math.min(MAX_EMBEDDING_INPUTS, Math.max(0, Math.floor((maxMessageBytes - VECTORS_FRAME_OVERHEAD_BYTES) / perVector)));
 }
 
 /**

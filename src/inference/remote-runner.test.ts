@@ -384,7 +384,7 @@ describe('remote runner (/shoal/infer/1)', { timeout: 120_000 }, () => {
     assert.equal(answer.type, 'error');
     assert.equal(answer.code, 'BAD_REQUEST');
 
-    // A frame over the 16 MiB limit is refused on its length header: the stream is reset.
+    // A frame over the frame limit (48 MiB, room for a request's images) is refused on its length header: the stream is reset.
     const big = await a.router.openStream<unknown>(b.router.nodeId, INFER_PROTOCOL, { maxMessageBytes: 64 * 1024 * 1024 });
     await big.send({ type: 'run', instanceId: 'inst-1', task: { ...TASK, prompt: { kind: 'text', text: 'x'.repeat(INFER_MAX_MESSAGE_BYTES + 1) } } }).catch(() => {});
     await assert.rejects(big.next(), (error: unknown) => error instanceof RouterError && (error.reason === 'reset' || error.reason === 'closed'));

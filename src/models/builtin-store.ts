@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ModelId } from '../common/ids.js';
-import { BUILTIN_MODEL_SPECS, ensureGeneratedModel } from './generate/builtin.js';
+import { BUILTIN_MODEL_SPECS, BUILTIN_PROJECTOR_SPECS, ensureGeneratedModel } from './generate/builtin.js';
+import { ensureGeneratedProjector } from './generate/projector.js';
 import { GENERATOR_VERSION } from './generate/random-model.js';
 
 export const BUILTIN_MODEL_IDS = Object.keys(BUILTIN_MODEL_SPECS);
@@ -22,4 +23,17 @@ export async function resolveBuiltinModel(
   const existed = existsSync(path);
   await ensureGeneratedModel(spec, path);
   return { id: ModelId.parse(id), path, generated: !existed };
+}
+
+/**
+ * The projector of a built-in vision model, generated beside its model file (`modelPath`, from
+ * resolveBuiltinModel) on first use; null for a built-in model without one. Named by a hash of its
+ * own spec, as the model is.
+ */
+export async function resolveBuiltinProjector(id: string, modelPath: string, signal?: AbortSignal): Promise<string | null> {
+  const spec = BUILTIN_PROJECTOR_SPECS[id];
+  if (!spec) return null;
+  const specHash = createHash('sha256').update(`${GENERATOR_VERSION}:${JSON.stringify(spec)}`).digest('hex').slice(0, 12);
+  const path = join(dirname(modelPath), `${id.replaceAll('/', '--')}-mmproj-${specHash}.gguf`);
+  return ensureGeneratedProjector(spec, path, signal !== undefined ? { signal } : {});
 }

@@ -9,6 +9,9 @@
 //         + attention scores (flash attention off only) = cells × 512 × heads × 4
 //         + overhead  = 10% × weights(share)
 //         + floor     = 256 MiB
+//         + draft (the card's runtime.speculative, on the part holding the output) =
+//                       its weights + its KV (f16, the same cells) + its logits (vocab × min(512, sequences) × 4)
+//                       + attention scores (flash attention off only) + 10% × its weights
 //   admitted when total + 64 MiB < free (strictly).
 //
 // Why each term, from llama.cpp (commit bundled with node-llama-cpp, llama-kv-cache.cpp, llama-context.cpp):
@@ -26,6 +29,13 @@
 //   own context, growing with the model. It is a margin, not a measurement, and errs towards refusing.
 // - Floor 256 MiB: the runner process itself (a bare node-llama-cpp runner measured 113 MiB RSS) plus the
 //   non-logit compute buffer, which small models would otherwise under-count.
+// - Draft (pinned llama-server, common/speculative.cpp common_base_params_to_speculative): the draft gets
+//   its own context with the target's n_ctx, n_parallel and flash attention but its own cache type, whose
+//   default is f16 (Shoal passes no `--spec-draft-type-k`), and `n_outputs_max = n_parallel`, so its
+//   compute graph is reserved for that many rows of logits (llama-context.cpp), not a micro-batch. It
+//   lives in the llama-server process, so it pays no floor of its own. It sits with the output: in RAM
+//   on a CPU part (and on a GPU part that spilled, whose output stays in RAM), on the device holding the
+//   output otherwise, its token embeddings on the host as llama.cpp keeps every input layer.
 
 import { formatBytes } from '../common/format-bytes.js';
 import type { FlashAttentionMode } from '../models/cards/card.js';
@@ -36,6 +46,8 @@ const MiB = 1024 * 1024;
 export const KV_CACHE_TYPES = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as const;
 export type KvCacheType = (typeof KV_CACHE_TYPES)[number];
 export const DEFAULT_KV_CACHE_TYPE: KvCacheType = 'f16';
+/** The draft's cache type: llama-server's default for it, whatever the target's (see the header). */
+export const DRAFT_KV_CACHE_TYPE: KvCacheType = 'f16';
 
 /** Values per block of a quantized cache: llama.cpp refuses one whose head width it does not divide. */
 export const KV_QUANT_BLOCK_ELEMENTS = 32;
@@ -83,6 +95,11 @@ export interface MemoryOptions {
   kvCacheType?: KvCacheType;
   /** Absent means auto, which llama.cpp turns on for the backends Shoal runs. */
   flashAttention?: FlashAttentionMode;
+  /**
+   * The GGUF facts of the draft model llama-server loads beside this one (the card's
+   * runtime.speculative), counted on the part that holds the output; absent: none is loaded.
+   */
+  draft?: GgufFacts | undefined;
 }
 
 export interface MemoryEstimate {
@@ -97,6 +114,8 @@ export interface MemoryEstimate {
   attentionScoresBytes: number;
   overheadBytes: number;
   floorBytes: number;
+  /** The speculative draft's share of this part (weights, KV, logits, overhead); 0 without one. */
+  draftBytes: number;
   totalBytes: number;
   /** The arithmetic, one line per term, for refusals and the dry-run preview. */
   arithmetic: string[];
@@ -130,6 +149,13 @@ export function roundUpToStep(tokens: number): number {
   return Math.ceil(tokens / CONTEXT_STEP_TOKENS) * CONTEXT_STEP_TOKENS;
 }
 
+/**
+ * How much of the draft a part holds: all of it (in RAM with the output), what goes on the device
+ * holding the output (everything but the token embeddings, plus their copy when its head is tied),
+ * only its token embeddings (the host side of a GPU part), or none.
+ */
+type DraftSide = 'all' | 'device' | 'embeddings' | 'none';
+
 /** Which fixed tensors a part holds besides its layers, and the floor it pays (see estimateDevice, estimateHost). */
 interface PartTerms {
   embeddings: boolean;
@@ -137,6 +163,33 @@ interface PartTerms {
   /** A GPU holding the output of a tied model gets its own copy of the embedding table (llama.cpp duplicates it). */
   tiedCopy: boolean;
   floorBytes: number;
+  draft: DraftSide;
+}
+
+/** The draft's bytes on one side of a part, with its arithmetic line (see the header). */
+function draftTerm(draft: GgufFacts, side: DraftSide, kvCells: number, options: MemoryOptions): { bytes: number; line: string } | null {
+  if (side === 'none') return null;
+  const all = fullShare(draft);
+  if (side === 'embeddings') {
+    const overhead = Math.ceil(draft.embeddingBytes * OVERHEAD_FRACTION);
+    return { bytes: draft.embeddingBytes + overhead, line: `draft ${formatBytes(draft.embeddingBytes + overhead)} = its token embeddings ${formatBytes(draft.embeddingBytes)} + ${OVERHEAD_FRACTION * 100}%` };
+  }
+  const weights =
+    side === 'all' ? shareWeightsBytes(draft, all) : shareWeightsBytes(draft, { ...all, holdsOutput: false }) + draft.outputBytes + (draft.outputTied ? draft.embeddingBytes : 0);
+  const kv = Math.ceil(kvBytesPerCell(draft, all, DRAFT_KV_CACHE_TYPE) * kvCells);
+  const logitRows = Math.min(MICRO_BATCH_TOKENS, options.sequences);
+  const logits = (draft.vocabSize ?? 0) * logitRows * LOGIT_BYTES;
+  const scores = options.flashAttention === 'off' ? kvCells * MICRO_BATCH_TOKENS * draft.headCount * LOGIT_BYTES : 0;
+  const overhead = Math.ceil(weights * OVERHEAD_FRACTION);
+  const bytes = weights + kv + logits + scores + overhead;
+  const parts = [
+    `weights ${formatBytes(weights)}${side === 'device' ? ' (without its token embeddings)' : ''}`,
+    `KV ${formatBytes(kv)} (${DRAFT_KV_CACHE_TYPE}, ${kvCells} cells)`,
+    `logits ${formatBytes(logits)} (${logitRows} rows)`,
+    ...(scores > 0 ? [`attention scores ${formatBytes(scores)}`] : []),
+    `overhead ${formatBytes(overhead)}`,
+  ];
+  return { bytes, line: `draft ${formatBytes(bytes)} = ${parts.join(' + ')}` };
 }
 
 function estimateTerms(facts: GgufFacts, share: LayerShare, options: MemoryOptions, terms: PartTerms): MemoryEstimate {
@@ -154,7 +207,9 @@ function estimateTerms(facts: GgufFacts, share: LayerShare, options: MemoryOptio
   const attentionScoresBytes = options.flashAttention === 'off' && share.layerCount > 0 ? kvCells * MICRO_BATCH_TOKENS * facts.headCount * LOGIT_BYTES : 0;
   const overheadBytes = Math.ceil(weightsBytes * OVERHEAD_FRACTION);
   const floorBytes = terms.floorBytes;
-  const totalBytes = weightsBytes + kvBytes + outputWorkspaceBytes + attentionScoresBytes + overheadBytes + floorBytes;
+  const draft = options.draft === undefined ? null : draftTerm(options.draft, terms.draft, kvCells, options);
+  const draftBytes = draft?.bytes ?? 0;
+  const totalBytes = weightsBytes + kvBytes + outputWorkspaceBytes + attentionScoresBytes + overheadBytes + floorBytes + draftBytes;
   const layers = share.layerCount === 0 ? 'no layers' : `layers ${share.firstLayer}-${share.firstLayer + share.layerCount - 1}`;
   const extras = terms.embeddings && terms.output ? ' + embeddings and output head' : terms.embeddings ? ' + embeddings' : terms.output ? ' + output head' : '';
   const arithmetic = [
@@ -164,14 +219,15 @@ function estimateTerms(facts: GgufFacts, share: LayerShare, options: MemoryOptio
     ...(attentionScoresBytes > 0 ? [`attention scores ${formatBytes(attentionScoresBytes)} = ${kvCells} cells × ${MICRO_BATCH_TOKENS} × ${facts.headCount} heads × ${LOGIT_BYTES} B (flash attention off)`] : []),
     `overhead ${formatBytes(overheadBytes)} = ${OVERHEAD_FRACTION * 100}% of weights`,
     `${floorBytes === DEVICE_FLOOR_BYTES ? 'device floor' : 'floor'} ${formatBytes(floorBytes)}`,
+    ...(draft !== null ? [draft.line] : []),
     `total ${formatBytes(totalBytes)}`,
   ];
-  return { share, contextTokens, sequences, kvCacheType, kvCells, weightsBytes, kvBytes, outputWorkspaceBytes, attentionScoresBytes, overheadBytes, floorBytes, totalBytes, arithmetic };
+  return { share, contextTokens, sequences, kvCacheType, kvCells, weightsBytes, kvBytes, outputWorkspaceBytes, attentionScoresBytes, overheadBytes, floorBytes, draftBytes, totalBytes, arithmetic };
 }
 
 /** A part in system RAM on a CPU backend: its layers, and embeddings plus output head when it holds the output. */
 export function estimateMemory(facts: GgufFacts, share: LayerShare, options: MemoryOptions): MemoryEstimate {
-  return estimateTerms(facts, share, options, { embeddings: share.holdsOutput, output: share.holdsOutput, tiedCopy: false, floorBytes: OVERHEAD_FLOOR_BYTES });
+  return estimateTerms(facts, share, options, { embeddings: share.holdsOutput, output: share.holdsOutput, tiedCopy: false, floorBytes: OVERHEAD_FLOOR_BYTES, draft: share.holdsOutput ? 'all' : 'none' });
 }
 
 /**
@@ -180,7 +236,7 @@ export function estimateMemory(facts: GgufFacts, share: LayerShare, options: Mem
  * DEVICE_FLOOR_BYTES. Token embeddings never land on a GPU: llama.cpp keeps the input layer on the CPU.
  */
 export function estimateDevice(facts: GgufFacts, share: LayerShare, options: MemoryOptions): MemoryEstimate {
-  return estimateTerms(facts, share, options, { embeddings: false, output: share.holdsOutput, tiedCopy: true, floorBytes: DEVICE_FLOOR_BYTES });
+  return estimateTerms(facts, share, options, { embeddings: false, output: share.holdsOutput, tiedCopy: true, floorBytes: DEVICE_FLOOR_BYTES, draft: share.holdsOutput ? 'device' : 'none' });
 }
 
 /**
@@ -190,7 +246,9 @@ export function estimateDevice(facts: GgufFacts, share: LayerShare, options: Mem
  * offloaded (`share.holdsOutput`).
  */
 export function estimateHost(facts: GgufFacts, share: LayerShare, options: MemoryOptions, embeddings: boolean): MemoryEstimate {
-  return estimateTerms(facts, share, options, { embeddings, output: share.holdsOutput, tiedCopy: false, floorBytes: OVERHEAD_FLOOR_BYTES });
+  // The output left in RAM (a spilled part) keeps the whole draft there with it; else only its embeddings.
+  const draft: DraftSide = share.holdsOutput ? 'all' : embeddings ? 'embeddings' : 'none';
+  return estimateTerms(facts, share, options, { embeddings, output: share.holdsOutput, tiedCopy: false, floorBytes: OVERHEAD_FLOOR_BYTES, draft });
 }
 
 /** An exact fit thrashes rather than runs, so admission is strict and keeps a margin. */
@@ -207,6 +265,8 @@ export interface CeilingOptions {
   share?: LayerShare;
   kvCacheType?: KvCacheType;
   flashAttention?: FlashAttentionMode;
+  /** The draft loaded beside the model (MemoryOptions.draft). */
+  draft?: GgufFacts | undefined;
 }
 
 /**
@@ -220,7 +280,13 @@ export function contextCeiling(facts: GgufFacts, freeBytes: number, parallel: nu
   const kvCacheType = options.kvCacheType ?? DEFAULT_KV_CACHE_TYPE;
   const cap = Math.max(CONTEXT_STEP_TOKENS, Math.floor(facts.trainedContext / CONTEXT_STEP_TOKENS) * CONTEXT_STEP_TOKENS);
   const at = (tokens: number): MemoryEstimate =>
-    estimateMemory(facts, share, { contextTokens: tokens, sequences: parallel, kvCacheType, ...(options.flashAttention !== undefined ? { flashAttention: options.flashAttention } : {}) });
+    estimateMemory(facts, share, {
+      contextTokens: tokens,
+      sequences: parallel,
+      kvCacheType,
+      ...(options.flashAttention !== undefined ? { flashAttention: options.flashAttention } : {}),
+      ...(options.draft !== undefined ? { draft: options.draft } : {}),
+    });
   const smallest = at(CONTEXT_STEP_TOKENS);
   const perToken = (at(2 * CONTEXT_STEP_TOKENS).totalBytes - smallest.totalBytes) / CONTEXT_STEP_TOKENS;
   const fixedBytes = smallest.totalBytes - perToken * CONTEXT_STEP_TOKENS;

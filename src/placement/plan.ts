@@ -2,7 +2,7 @@
 
 import { formatBytes } from '../common/format-bytes.js';
 import type { NodeId } from '../common/ids.js';
-import type { FlashAttentionMode, ModelCard } from '../models/cards/card.js';
+import { engineOf, type FlashAttentionMode, type ModelCard } from '../models/cards/card.js';
 import type { GgufFacts } from '../models/cards/gguf-facts.js';
 import type { NodeShortfall, PlacementError } from './errors.js';
 import { contextCeiling, fullShare, requiredFreeBytes, type KvCacheType, type LayerShare, type MemoryEstimate, type MemoryOptions } from './memory.js';
@@ -14,6 +14,12 @@ export interface PlanInput {
   card: ModelCard;
   facts: GgufFacts;
   nodes: readonly ClusterNode[];
+  /**
+   * The GGUF facts of the card's speculative draft (runtime.speculative), which llama-server loads
+   * beside the model: counted with the part holding the output. Absent for a card that names a draft
+   * not on this node: its memory is then not counted, and the plan says so.
+   */
+  draft?: GgufFacts | undefined;
 }
 
 /** Per-launch choices; each defaults to the card's runtime knob, else planner.ts's default. */
@@ -132,6 +138,8 @@ export interface Request {
   sizing: Sizing;
   exclusions: NodeId[];
   allowSpill: boolean;
+  /** The draft to count (PlanInput.draft); absent when the card names none or its facts are unknown. */
+  draft: GgufFacts | undefined;
 }
 
 /** A node that can run the card, with the backend it would use. */
@@ -151,7 +159,21 @@ export function fail(error: PlacementError): PlanResult {
 }
 
 export function memoryOptions(request: Request): MemoryOptions {
-  return { contextTokens: request.contextTokens, sequences: request.parallel, kvCacheType: request.kvCacheType, flashAttention: request.flashAttention };
+  return {
+    contextTokens: request.contextTokens,
+    sequences: request.parallel,
+    kvCacheType: request.kvCacheType,
+    flashAttention: request.flashAttention,
+    ...(request.draft !== undefined ? { draft: request.draft } : {}),
+  };
+}
+
+/** memoryOptions for a part run by `backend`: only llama-server loads a draft (the in-process engine and ggml-rpc-server do not). */
+export function partOptions(request: Request, backend: string): MemoryOptions {
+  const options = memoryOptions(request);
+  if (engineOf(backend) === 'llama_server') return options;
+  const { draft: _draft, ...withoutDraft } = options;
+  return withoutDraft;
 }
 
 export function describeAsk(card: ModelCard, request: Request): string {
@@ -199,6 +221,12 @@ export function buildPlan(input: PlanInput, request: Request, shape: Plan['shape
   if (request.contextTokens > input.facts.trainedContext) {
     warnings.push(`the context asked for (${request.contextTokens}) is beyond the ${input.facts.trainedContext} tokens the model was trained on`);
   }
+  const speculative = input.card.runtime.speculative;
+  if (speculative !== undefined && request.draft === undefined && placements.some((p) => engineOf(p.backend) === 'llama_server')) {
+    warnings.push(
+      `the draft ${speculative.draft} is not on this node, so its weights and KV cache are not counted in this plan (the node serving the model fetches it at launch): run \`shoal models pull ${speculative.draft}\` and place again for a fit that counts it`,
+    );
+  }
   return {
     modelId: input.card.id,
     shape,
@@ -242,14 +270,15 @@ export function fitFields(fit: NodeFit): Pick<Placement, 'devices' | 'gpuLayers'
 
 /** The full copy's fit on a candidate (RAM on a CPU backend, its GPUs otherwise). */
 export function fullFit(input: PlanInput, request: Request, c: Candidate): NodeFit {
-  return fitOnNode(input.facts, fullShare(input.facts), c.node, c.devices, memoryOptions(request), { entry: true, allowSpill: request.allowSpill });
+  return fitOnNode(input.facts, fullShare(input.facts), c.node, c.devices, partOptions(request, c.backend.tag), { entry: true, allowSpill: request.allowSpill });
 }
 
 /** Largest context per sequence at which the share still fits the node with the layout `fit` chose. */
 export function ceilingOf(input: PlanInput, request: Request, c: Candidate, share: LayerShare, fit: NodeFit, entry: boolean): number {
   const { facts } = input;
-  if (fit.gpuLayers === null) return contextCeiling(facts, c.node.freeBytes, request.parallel, { share, kvCacheType: request.kvCacheType, flashAttention: request.flashAttention });
-  return deviceContextCeiling(facts, share, c.node, c.devices, share.layerCount - fit.spilledLayers, request.parallel, memoryOptions(request), entry);
+  const options = partOptions(request, c.backend.tag);
+  if (fit.gpuLayers === null) return contextCeiling(facts, c.node.freeBytes, request.parallel, { share, kvCacheType: request.kvCacheType, flashAttention: request.flashAttention, draft: options.draft });
+  return deviceContextCeiling(facts, share, c.node, c.devices, share.layerCount - fit.spilledLayers, request.parallel, options, entry);
 }
 
 export function fullPlacement(input: PlanInput, request: Request, c: Candidate, fit: NodeFit): Placement {

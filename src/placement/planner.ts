@@ -71,6 +71,8 @@ function resolveRequest(input: PlanInput, options: PlanOptions): Request | Place
     },
     exclusions: [...new Set(options.exclusions ?? [])].sort(),
     allowSpill: options.allowSpill ?? false,
+    // Facts for a draft the card no longer names would count memory nothing loads.
+    draft: card.runtime.speculative !== undefined ? input.draft : undefined,
   };
   for (const key of ['contextTokens', 'parallel', 'replicas', 'minNodes'] as const) {
     if (!Number.isInteger(request[key]) || request[key] < 1) {

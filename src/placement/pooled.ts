@@ -22,6 +22,7 @@ import {
   fitShortfall,
   isShort,
   memoryOptions,
+  partOptions,
   singleSpeed,
   spillHint,
   type Candidate,
@@ -43,7 +44,11 @@ function minDefined(a: number | undefined, b: number | undefined): number | unde
 function splitWarning(input: PlanInput, request: Request, pooled: SpeedPrediction, fitting: readonly Candidate[], candidates: readonly Candidate[]): string | null {
   const { facts } = input;
   const alone = (fitting.length > 0 ? fitting : candidates)
-    .map((c) => ({ c, speed: singleSpeed(facts, c), ceiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { kvCacheType: request.kvCacheType, flashAttention: request.flashAttention }) }))
+    .map((c) => ({
+      c,
+      speed: singleSpeed(facts, c),
+      ceiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { kvCacheType: request.kvCacheType, flashAttention: request.flashAttention, draft: partOptions(request, c.backend.tag).draft }),
+    }))
     .filter((x) => x.ceiling > 0)
     .sort((a, b) => (b.speed.tokPerS ?? 0) - (a.speed.tokPerS ?? 0))[0];
   // Without both figures there is nothing to compare; a split with a GPU part compares by the most its measured parts allow.

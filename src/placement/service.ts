@@ -71,6 +71,12 @@ export interface ModelFacts {
   facts: GgufFacts;
   /** Where the file is on this node, when it is. */
   path: string | null;
+  /**
+   * The facts of the card's speculative draft (runtime.speculative) when its file is on this node, so
+   * placement counts its memory; absent when the card names none or the draft is not here (the plan
+   * then says its memory is not counted).
+   */
+  draft?: GgufFacts;
 }
 
 function capabilitiesOf(card: ModelCard): ModelCapability[] {
@@ -79,6 +85,7 @@ function capabilitiesOf(card: ModelCard): ModelCapability[] {
   if (card.tasks.includes('completion')) out.push('completion');
   if (card.tasks.includes('embeddings')) out.push('embeddings');
   if (card.capabilities.tools) out.push('tools');
+  if (card.capabilities.vision) out.push('vision');
   return out;
 }
 
@@ -167,6 +174,16 @@ export class PlacementService {
 
   /** The card and GGUF facts of a model this node knows; typed errors say what to do when it cannot. */
   async modelFacts(modelId: string): Promise<ModelFacts> {
+    const model = await this.ownFacts(modelId);
+    const speculative = model.card.runtime.speculative;
+    if (speculative === undefined) return model;
+    // A draft that cannot be read costs its count in the plan, not the placement: it is optional at launch too (worker/draft.ts).
+    const draft = await this.ownFacts(speculative.draft).catch(() => null);
+    return draft === null ? model : { ...model, draft: draft.facts };
+  }
+
+  /** modelFacts without the draft (a draft's own card may name one: only the served card's counts). */
+  private async ownFacts(modelId: string): Promise<ModelFacts> {
     const catalog = await loadCatalog(this.options.dataDir);
     const entry = catalog.entries.get(modelId);
     if (!entry) {
@@ -216,7 +233,7 @@ export class PlacementService {
       exclusions: this.resolveNodes(request.exclude ?? []),
     };
     const nodes = await this.options.nodes();
-    return { model, result: planPlacement({ card: model.card, facts: model.facts, nodes }, options) };
+    return { model, result: planPlacement({ card: model.card, facts: model.facts, nodes, draft: model.draft }, options) };
   }
 
   /** The downloads `plan` would start, judged against the cluster's approval threshold. */
@@ -288,7 +305,7 @@ export class PlacementService {
     const nodes = (await this.options.nodes())
       .filter((n) => why !== 'lost' || n.nodeId !== nodeId)
       .map((n) => (n.freeBytes === null ? n : { ...n, freeBytes: n.freeBytes + (released.get(n.nodeId) ?? 0) }));
-    const input = { card: model.card, facts: model.facts, nodes };
+    const input = { card: model.card, facts: model.facts, nodes, draft: model.draft };
     const previous = planFromSpec(instance, model.facts);
     const result =
       why === 'refused'
@@ -328,7 +345,7 @@ export class PlacementService {
     const holders = new Set<NodeId>(instance.placements.map((p) => p.nodeId));
     const nodes = (await this.options.nodes()).filter((n) => !holders.has(n.nodeId as NodeId));
     const result = planPlacement(
-      { card: model.card, facts: model.facts, nodes },
+      { card: model.card, facts: model.facts, nodes, draft: model.draft },
       { exclusions: instance.exclusions, replicas: 1, minNodes: 1, contextTokens: instance.contextTokens, parallel: instance.parallel, kvCacheType: instance.kvCacheType, flashAttention: instance.flashAttention ?? 'auto' },
     );
     if (!result.ok) return false;

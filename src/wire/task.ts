@@ -11,6 +11,28 @@ export const MAX_MESSAGES = 4096;
 export const MAX_TOOLS = 128;
 export const MAX_TOP_LOGPROBS = 20;
 export const MAX_EMBEDDING_INPUTS = 2048;
+/** Images in one task, over all its messages (issue #19: vision cards). */
+export const MAX_TASK_IMAGES = 16;
+/** Decoded bytes of one image. */
+export const MAX_IMAGE_BYTES = 8 * 1024 * 1024;
+/** Decoded bytes of all a task's images together: with the text they fit one `/shoal/infer/1` frame as base64. */
+export const MAX_TASK_IMAGE_BYTES = 12 * 1024 * 1024;
+/** Base64 characters of MAX_IMAGE_BYTES. */
+export const MAX_IMAGE_BASE64_CHARS = Math.ceil(MAX_IMAGE_BYTES / 3) * 4;
+
+/** The image formats the API accepts, told apart by their leading bytes (never by what the client claims). */
+export const IMAGE_MEDIA_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'] as const;
+export type ImageMediaType = (typeof IMAGE_MEDIA_TYPES)[number];
+
+/**
+ * One image for a vision model, base64 so it crosses JSON (runner IPC, llama-server) and msgpack
+ * (the data plane) alike. The API has decoded and sniffed it: `mediaType` is what its bytes are.
+ */
+export const TaskImage = z.strictObject({
+  mediaType: z.enum(IMAGE_MEDIA_TYPES),
+  data: z.string().min(1).max(MAX_IMAGE_BASE64_CHARS).regex(/^[A-Za-z0-9+/]*={0,2}$/, 'image data is standard base64'),
+});
+export type TaskImage = z.infer<typeof TaskImage>;
 
 /** A JSON Schema object as the client sent it (validated for the subset Shoal can enforce in the runner). */
 export const JsonSchema = z.record(z.string(), z.unknown());
@@ -26,7 +48,8 @@ export type ToolCall = z.infer<typeof ToolCall>;
 
 export const ChatMessage = z.discriminatedUnion('role', [
   z.strictObject({ role: z.literal('system'), content: z.string() }),
-  z.strictObject({ role: z.literal('user'), content: z.string() }),
+  /** `images` go before the text, in order; only vision models accept a task with any. */
+  z.strictObject({ role: z.literal('user'), content: z.string(), images: z.array(TaskImage).min(1).max(MAX_TASK_IMAGES).optional() }),
   z.strictObject({
     role: z.literal('assistant'),
     content: z.string(),
@@ -41,9 +64,16 @@ export type ChatRole = ChatMessage['role'];
 
 export const TaskPrompt = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('chat'), messages: z.array(ChatMessage).min(1).max(MAX_MESSAGES) }),
-  z.strictObject({ kind: z.literal('text'), text: z.string() }),
+  /** `images` (Ollama `/api/generate`) go before the text. */
+  z.strictObject({ kind: z.literal('text'), text: z.string(), images: z.array(TaskImage).min(1).max(MAX_TASK_IMAGES).optional() }),
 ]);
 export type TaskPrompt = z.infer<typeof TaskPrompt>;
+
+/** Every image of a prompt, in the order the model sees them. */
+export function promptImages(prompt: TaskPrompt): TaskImage[] {
+  if (prompt.kind === 'text') return prompt.images ?? [];
+  return prompt.messages.flatMap((message) => (message.role === 'user' ? (message.images ?? []) : []));
+}
 
 export const Sampling = z.strictObject({
   /** null: generate until the model stops or the context is full. */

@@ -14,5 +14,7 @@
  *    placement `gpuLayers` and `devices` (master/state/instances.ts).
  * 5: `/shoal/infer/1` event frames may carry the `queued` task event (a waiting request's position)
  *    and `usage.cachedPromptTokens` (wire/task.ts), which version-4 strict schemas refuse.
+ * 6: tasks may carry images (user messages' and text prompts' `images`, wire/task.ts) and instances the
+ *    `vision` capability (wire/capability.ts), which version-5 strict schemas refuse.
  */
-export const WIRE_VERSION = 5;
+export const WIRE_VERSION = 6;

@@ -85,6 +85,7 @@ export async function createEngineFactory(options: { dataDir: string; threads: n
         ...(spec.gpuLayers !== undefined ? { gpuLayers: spec.gpuLayers } : {}),
         ...(spec.devices !== undefined && spec.devices.length > 0 ? { devices: spec.devices } : {}),
         ...(spec.draft !== undefined ? { draft: spec.draft } : {}),
+        ...(spec.projectorPath !== undefined ? { projectorPath: spec.projectorPath } : {}),
         ...(spec.gpuLayers !== undefined && spec.gpuLayers > 0 ? { gpu: build.manifest.compute } : {}),
         ...(spec.tensorSplit !== null ? { tensorSplit: spec.tensorSplit } : {}),
         log: options.log.child({ instanceId: spec.instanceId, modelId: spec.modelId, engine: 'llama-server' }),

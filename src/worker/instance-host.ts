@@ -12,6 +12,7 @@ import type { InstancePlacement, InstanceState } from '../master/state/instances
 import { tensorSplitOf } from '../placement/plan.js';
 import { partOffload, type DraftInput } from './engines/llama-server-args.js';
 import { draftFor } from './draft.js';
+import { projectorFor } from './projector.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../wire/telemetry.js';
 import { assignmentsFor, memoryGuard, nextActions, type Assignment } from './assignments.js';
@@ -44,6 +45,8 @@ export interface DriverSpec {
   tensorSplit: string | null;
   /** The draft model for speculative decoding (the card's runtime.speculative, src/worker/draft.ts); absent: none. */
   draft?: DraftInput;
+  /** The card's multimodal projector (`--mmproj`; src/worker/projector.ts); absent: none. */
+  projectorPath?: string;
   /** `-ngl` of a part on a GPU backend (partOffload); absent: 0, or all layers with `rpcServers`. */
   gpuLayers?: number;
   /** The part's GPUs by llama.cpp name (`--device`); absent: the binary's choice. */
@@ -223,17 +226,20 @@ export class InstanceHost implements AsyncDisposable {
     const engines = this.requireEngines(placement.backend);
     const card = (await this.options.placement.modelFacts(instance.modelId).catch(() => null))?.card ?? null;
     const draft = await draftFor(card, this.options.modelPath, signal, log);
+    // Unlike a draft, a missing projector fails the launch: the instance would refuse every image.
+    const projectorPath = await projectorFor(card, modelPath, signal);
+    const base = { ...this.driverBase(instance, modelPath), ...(projectorPath !== undefined ? { projectorPath } : {}) };
     if (placement.role === 'full') {
       const offload = partOffload(placement);
       return engines.llamaServer({
-        ...this.driverBase(instance, modelPath),
+        ...base,
         ...(draft !== undefined ? { draft } : {}),
         rpcServers: [],
         tensorSplit: offload?.tensorSplit ?? null,
         ...(offload ? { gpuLayers: offload.gpuLayers, devices: offload.devices } : {}),
       });
     }
-    return this.launchDriver(instance, placement, modelPath, engines, signal, log, draft);
+    return this.launchDriver(instance, placement, base, engines, signal, log, draft);
   }
 
   private driverBase(instance: InstanceState, modelPath: string): Omit<DriverSpec, 'rpcServers' | 'tensorSplit'> {
@@ -262,7 +268,15 @@ export class InstanceHost implements AsyncDisposable {
     return donor;
   }
 
-  private async launchDriver(instance: InstanceState, placement: InstancePlacement, modelPath: string, engines: EngineFactory, signal: AbortSignal, log: Logger, draft: DraftInput | undefined): Promise<InstanceRunner> {
+  private async launchDriver(
+    instance: InstanceState,
+    placement: InstancePlacement,
+    base: Omit<DriverSpec, 'rpcServers' | 'tensorSplit'>,
+    engines: EngineFactory,
+    signal: AbortSignal,
+    log: Logger,
+    draft: DraftInput | undefined,
+  ): Promise<InstanceRunner> {
     const donors = instance.placements.filter((p) => p.role === 'donor');
     await this.waitForDonors(instance, donors.map((d) => d.nodeId), signal);
     const rpcServers: string[] = [];
@@ -291,7 +305,7 @@ export class InstanceHost implements AsyncDisposable {
     // a part on several GPUs is one RPC device per GPU, one weight each.
     const tensorSplit = tensorSplitOf(instance.placements);
     log.info({ rpcServers, tensorSplit }, 'pooled driver starting');
-    return engines.llamaServer({ ...this.driverBase(instance, modelPath), rpcServers, tensorSplit, ...(draft !== undefined ? { draft } : {}) });
+    return engines.llamaServer({ ...base, rpcServers, tensorSplit, ...(draft !== undefined ? { draft } : {}) });
   }
 
   private async waitForDonors(instance: InstanceState, donors: NodeId[], signal: AbortSignal): Promise<void> {

@@ -21,8 +21,16 @@ function textOf(message: Anthropic.Message): string {
   return message.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('');
 }
 
-function usageOf(message: Anthropic.Message): { input_tokens: number; output_tokens: number } {
-  return { input_tokens: message.usage.input_tokens, output_tokens: message.usage.output_tokens };
+/**
+ * The whole prompt: Anthropic's `input_tokens` leaves out what was read from the cache, and a
+ * repeated or continued conversation finds its prefix in the engine's cache.
+ */
+function promptOf(usage: Anthropic.Usage): number {
+  return usage.input_tokens + (usage.cache_read_input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0);
+}
+
+function usageOf(message: Anthropic.Message): { prompt: number; output_tokens: number } {
+  return { prompt: promptOf(message.usage), output_tokens: message.usage.output_tokens };
 }
 
 function sdk(node: TestNode, apiKey = 'x'): Anthropic {
@@ -129,12 +137,12 @@ describe('Anthropic Messages API on a real node', () => {
     const system = [{ type: 'text' as const, text: 'You answer in one word.' }];
     const bare = await client.messages.create(greedy('And of Italy?', { max_tokens: 8 }));
     const full = await client.messages.create({ ...greedy('', { max_tokens: 8 }), system, messages });
-    assert.ok(full.usage.input_tokens > bare.usage.input_tokens + 10, `${full.usage.input_tokens} vs ${bare.usage.input_tokens}`);
+    assert.ok(promptOf(full.usage) > promptOf(bare.usage) + 10, `${promptOf(full.usage)} vs ${promptOf(bare.usage)}`);
     assert.notEqual(textOf(full), textOf(bare));
     const counted = await client.messages.countTokens({ model: MODEL, system, messages });
-    assert.deepEqual(counted, { input_tokens: full.usage.input_tokens });
+    assert.deepEqual(counted, { input_tokens: promptOf(full.usage) });
     const plain = await client.messages.countTokens({ model: MODEL, messages: [{ role: 'user', content: 'And of Italy?' }] });
-    assert.equal(plain.input_tokens, bare.usage.input_tokens);
+    assert.equal(plain.input_tokens, promptOf(bare.usage));
   });
 
   test('a stop sequence ends the answer before it, streamed or not', async () => {
@@ -197,7 +205,7 @@ describe('Anthropic Messages API on a real node', () => {
     assert.notEqual(answer.stop_reason, 'tool_use');
     assert.ok(textOf(answer).length > 0, 'the model answers after the tool result');
     const longer = await client.messages.countTokens({ model: MODEL, tools: [tool], messages: followUp('Sunny, 25 degrees, light wind from the west.').messages });
-    assert.ok(longer.input_tokens > answer.usage.input_tokens, 'the tool result is part of the prompt');
+    assert.ok(longer.input_tokens > promptOf(answer.usage), 'the tool result is part of the prompt');
   });
 
   test('aborting the SDK stream ends the generation', async () => {

@@ -168,6 +168,26 @@ describe('LlamaServerRunner', { skip, timeout: 300_000 }, () => {
     ]);
   });
 
+  test("a conversation's next turn reports the prompt tokens the slot's cache already held, on chat and on text", async () => {
+    const first = await run(shared, generate(CHAT, 8));
+    const next: InferenceTask['prompt'] = {
+      kind: 'chat',
+      messages: [...CHAT.messages, { role: 'assistant', content: textOf(first) }, { role: 'user', content: 'And then?' }],
+    };
+    const events = await run(shared, generate(next, 4));
+    const { usage } = endOf(events);
+    assert.equal(usage.promptTokens, (events[0] as { promptTokens: number }).promptTokens);
+    const firstPrompt = endOf(first).usage.promptTokens;
+    assert.ok(usage.cachedPromptTokens !== undefined && usage.cachedPromptTokens >= firstPrompt / 2, `${usage.cachedPromptTokens} cached of the first turn's ${firstPrompt}`);
+    assert.ok(usage.cachedPromptTokens < usage.promptTokens, `${usage.cachedPromptTokens} of ${usage.promptTokens}`);
+
+    const opening = await run(shared, generate(TEXT, 6));
+    const longer = await run(shared, generate({ kind: 'text', text: `${TEXT.text}${textOf(opening)} and then` }, 2));
+    const textUsage = endOf(longer).usage;
+    assert.ok(textUsage.cachedPromptTokens !== undefined && textUsage.cachedPromptTokens >= endOf(opening).usage.promptTokens / 2, JSON.stringify(textUsage));
+    assert.ok(textUsage.cachedPromptTokens < textUsage.promptTokens);
+  });
+
   test('greedy output is the same on every run, and a matched stop sequence is reported', async () => {
     const first = textOf(await run(shared, generate(TEXT, 16)));
     const second = textOf(await run(shared, generate(TEXT, 16)));
@@ -220,7 +240,8 @@ describe('LlamaServerRunner', { skip, timeout: 300_000 }, () => {
   test('a chat without a token limit is cut where the slot is full, with the length reason, as a counted one is', async () => {
     const events = await run(shared, generate(CHAT, null));
     const start = events[0] as { type: 'start'; promptTokens: number };
-    assert.deepEqual(endOf(events).usage, { promptTokens: start.promptTokens, completionTokens: 256 - start.promptTokens });
+    // The same chat ran before: its prompt is in a slot's cache, which only cachedPromptTokens tells.
+    assert.deepEqual((withoutCacheCount(endOf(events)) as { usage: unknown }).usage, { promptTokens: start.promptTokens, completionTokens: 256 - start.promptTokens });
     assert.equal(endOf(events).finishReason, 'length');
   });
 
@@ -322,7 +343,7 @@ describe('LlamaServerRunner under load and failure', { skip, timeout: 300_000 },
       // Those that queued heard their place first.
       const start = events.find((event) => event.type === 'start')!;
       const counted = await run(r, { kind: 'count', model: 'shoal/tiny', prompt: chat(i).prompt, tools: [] });
-      assert.deepEqual(endOf(events).usage, { promptTokens: (counted[0] as { promptTokens: number }).promptTokens, completionTokens: 200 });
+      assert.deepEqual((withoutCacheCount(endOf(events)) as { usage: unknown }).usage, { promptTokens: (counted[0] as { promptTokens: number }).promptTokens, completionTokens: 200 });
       assert.equal(start.promptTokens, endOf(events).usage.promptTokens);
     }
     assert.deepEqual(order, Array.from({ length: N }, (_, i) => `start ${i}`));

@@ -7,7 +7,17 @@ import { parseBody } from '../validation.js';
 import { toAnthropicError } from './errors.js';
 import { BLOCK_SEPARATOR, countRequestToTask, messagesRequestToTask, TOOL_ERROR_PREFIX } from './normalize.js';
 import { CountTokensRequest, MessagesRequest } from './schemas.js';
-import { ContentAssembler, messageBody, messageEndEvents, messageStartEvent, sseFrame, toStopReason, type ContentEvent, type StreamEvent } from './serialize.js';
+import {
+  ContentAssembler,
+  messageBody,
+  messageEndEvents,
+  messageStartEvent,
+  sseFrame,
+  toAnthropicUsage,
+  toStopReason,
+  type ContentEvent,
+  type StreamEvent,
+} from './serialize.js';
 
 const base = { model: 'shoal/tiny', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] };
 const weather = { name: 'get_weather', description: 'Weather for a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
@@ -116,7 +126,8 @@ test('unsupported parameters and block types are refused by name', () => {
   refuse({ service_tier: 'auto' }, 'service_tier');
   refuse({ metadata: { user_id: 'u', tenant: 'x' } }, 'metadata.tenant');
   refuse({ messages: [{ role: 'user', content: [{ type: 'text', text: 'x', cache_control: { type: 'ephemeral' } }] }] }, 'messages[0].content[0].cache_control');
-  refuse({ messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] }, 'messages[0].content[0].type', 'BAD_REQUEST');
+  refuse({ messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, 'messages[0].content[0].type', 'BAD_REQUEST');
+  refuse({ messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] }, 'messages[0].content[0].source.type', 'BAD_REQUEST');
   refuse({ messages: [{ role: 'system', content: 'x' }] }, 'messages[0].role', 'BAD_REQUEST');
   refuse({ messages: [{ role: 'user', content: [] }] }, 'messages[0].content', 'BAD_REQUEST');
   refuse({ tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, 'tools[0].type', 'BAD_REQUEST');
@@ -221,12 +232,26 @@ test('finish reasons map to stop reasons, naming the stop sequence that ended th
   assert.equal(toStopReason({ finishReason: 'length', stopSequence: null }), 'max_tokens');
   assert.equal(toStopReason({ finishReason: 'tool_calls', stopSequence: null }), 'tool_use');
   assert.deepEqual(messageEndEvents({ finishReason: 'stop', stopSequence: 'END' }, { promptTokens: 3, completionTokens: 7 })[0], {
-    type: 'message_delta', delta: { stop_reason: 'stop_sequence', stop_sequence: 'END' }, usage: { output_tokens: 7 },
+    type: 'message_delta', delta: { stop_reason: 'stop_sequence', stop_sequence: 'END' },
+    usage: { input_tokens: 3, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 7 },
   });
   assert.deepEqual(messageEndEvents({ finishReason: 'length', stopSequence: null }, { promptTokens: 3, completionTokens: 7 }), [
-    { type: 'message_delta', delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: 7 } },
+    { type: 'message_delta', delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { input_tokens: 3, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 7 } },
     { type: 'message_stop' },
   ]);
+});
+
+test("a reused prompt prefix is Anthropic's cache read, apart from input_tokens; the three add up to the prompt", () => {
+  assert.deepEqual(toAnthropicUsage({ promptTokens: 40, completionTokens: 5, cachedPromptTokens: 31 }), {
+    input_tokens: 9,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 31,
+    output_tokens: 5,
+  });
+  assert.deepEqual(toAnthropicUsage({ promptTokens: 40, completionTokens: 5 }), { input_tokens: 40, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 5 });
+  const start = messageStartEvent({ id: 'msg_1', model: 'm' }, 40);
+  assert.ok(start.type === 'message_start');
+  assert.deepEqual(start.message.usage, { input_tokens: 40, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 0 });
 });
 
 test('CR and LF in streamed text cannot forge SSE lines', () => {
@@ -250,10 +275,12 @@ async function sdkFinalMessage(frames: string): Promise<Anthropic.Message> {
 test('the official SDK accumulates the stream into the same message as the non-stream body', async () => {
   const meta = { id: 'msg_1', model: 'shoal/tiny' };
   const { assembler, streamed } = assemble(generation);
-  const end: Extract<TaskEvent, { type: 'end' }> = { type: 'end', finishReason: 'tool_calls', stopSequence: null, usage: { promptTokens: 11, completionTokens: 9 } };
+  // A cache hit: the start counts the whole prompt as input, the end moves the reused part to the cache read.
+  const end: Extract<TaskEvent, { type: 'end' }> = { type: 'end', finishReason: 'tool_calls', stopSequence: null, usage: { promptTokens: 11, completionTokens: 9, cachedPromptTokens: 8 } };
   const events = [messageStartEvent(meta, 11), ...streamed, ...messageEndEvents(end, end.usage)];
   const final = await sdkFinalMessage(events.map(sseFrame).join(''));
-  const body = messageBody(meta, assembler.content(end.finishReason), end, { input_tokens: 11, output_tokens: 9 });
+  const body = messageBody(meta, assembler.content(end.finishReason), end, toAnthropicUsage(end.usage));
+  assert.deepEqual(body.usage, { input_tokens: 3, cache_creation_input_tokens: 0, cache_read_input_tokens: 8, output_tokens: 9 });
   // The SDK adds its own fields (parsed_output, stop_details); every field Shoal sends must match.
   const sent = Object.fromEntries(Object.keys(body).map((key) => [key, final[key as keyof typeof final]]));
   assert.deepEqual({ ...sent, content: final.content.map((block) => ({ ...block })) }, body);
@@ -267,4 +294,59 @@ test('an error event mid-stream reaches the SDK as an APIError of the right type
     assert.match(error.message, /the runner crashed/);
     return true;
   });
+});
+
+test('image blocks become the user message images, before its text, split by tool results as text is', () => {
+  const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2]).toString('base64');
+  const webp = Buffer.concat([Buffer.from('RIFF'), Buffer.from([4, 0, 0, 0]), Buffer.from('WEBP')]).toString('base64');
+  const image = (data: string, media_type = 'image/png') => ({ type: 'image', source: { type: 'base64', media_type, data } });
+  const task = messagesRequestToTask(
+    parseBody(MessagesRequest, {
+      ...base,
+      tools: [weather],
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'look' }, image(png), { type: 'text', text: 'and this' }, image(webp, 'image/jpeg')] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'get_weather', input: { city: 'Oslo' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'rain' }, image(png), { type: 'text', text: 'now?' }] },
+      ],
+    }),
+  );
+  assert.deepEqual(task.prompt, {
+    kind: 'chat',
+    messages: [
+      { role: 'user', content: `look${BLOCK_SEPARATOR}and this`, images: [{ mediaType: 'image/png', data: png }, { mediaType: 'image/webp', data: webp }] },
+      { role: 'assistant', content: '', toolCalls: [{ id: 't1', name: 'get_weather', arguments: '{"city":"Oslo"}' }] },
+      { role: 'tool', toolCallId: 't1', name: 'get_weather', content: 'rain' },
+      { role: 'user', content: 'now?', images: [{ mediaType: 'image/png', data: png }] },
+    ],
+  });
+  // count_tokens reads the same images.
+  assert.deepEqual(countRequestToTask(parseBody(CountTokensRequest, { model: 'm', messages: [{ role: 'user', content: [image(png)] }] })).prompt, {
+    kind: 'chat',
+    messages: [{ role: 'user', content: '', images: [{ mediaType: 'image/png', data: png }] }],
+  });
+
+  const refuse = (block: unknown, param: string, code: string, message: RegExp) =>
+    assert.throws(
+      () => messagesRequestToTask(parseBody(MessagesRequest, { ...base, messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }, block] }] })),
+      (error: unknown) => error instanceof ShoalError && error.code === code && error.param === param && message.test(error.message),
+      `${code} ${param}`,
+    );
+  refuse({ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }, 'messages[0].content[1].source.type', 'UNSUPPORTED_PARAMETER', /url image sources are not supported; send the image as source.type 'base64'/);
+  refuse({ type: 'image', source: { type: 'file', file_id: 'file_1' } }, 'messages[0].content[1].source.type', 'UNSUPPORTED_PARAMETER', /file image sources/);
+  refuse(image(Buffer.from('not an image').toString('base64')), 'messages[0].content[1].source.data', 'BAD_REQUEST', /not an image/);
+  refuse(image(Buffer.alloc(8 * 1024 * 1024 + 1, 0x89).toString('base64')), 'messages[0].content[1].source.data', 'PAYLOAD_TOO_LARGE', /limit per image/);
+  refuse(image(png, 'image/bmp'), 'messages[0].content[1].source.media_type', 'BAD_REQUEST', /image\/jpeg, image\/png, image\/gif or image\/webp/);
+  refuse({ ...image(png), cache_control: { type: 'ephemeral' } }, 'messages[0].content[1].cache_control', 'UNSUPPORTED_PARAMETER', /unsupported parameter/);
+  // Images go in user turns; a tool result stays text.
+  assert.throws(() => parseBody(MessagesRequest, { ...base, messages: [{ role: 'assistant', content: [image(png)] }] }), refusedAs('messages[0].content[0].type', 'BAD_REQUEST'));
+  assert.throws(
+    () => parseBody(MessagesRequest, { ...base, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [image(png)] }] }] }),
+    refusedAs('messages[0].content[0].content[0].type', 'BAD_REQUEST'),
+  );
+  const many = Array.from({ length: 17 }, () => image(png));
+  assert.throws(
+    () => messagesRequestToTask(parseBody(MessagesRequest, { ...base, messages: [{ role: 'user', content: many.slice(0, 9) }, { role: 'assistant', content: 'ok' }, { role: 'user', content: many.slice(9) }] })),
+    (error: unknown) => error instanceof ShoalError && error.code === 'BAD_REQUEST' && error.param === 'messages[2].content[7].source.data',
+  );
 });

@@ -5,12 +5,14 @@ import {
   type ChatMessage,
   type CountTask,
   type InferenceTask,
+  type TaskImage,
   type ToolCall,
   type ToolChoice,
   type ToolDefinition,
 } from '../../wire/task.js';
+import { ImageIntake } from '../images.js';
 import { generateTask } from '../task-builder.js';
-import type { CountTokensRequest, MessagesRequest, TextBlockParam, ToolChoiceParam, ToolParam } from './schemas.js';
+import type { CountTokensRequest, ImageBlockParam, MessagesRequest, TextBlockParam, ToolChoiceParam, ToolParam } from './schemas.js';
 
 /**
  * Separate blocks are separate passages (Claude Code, for one, splits its system prompt into
@@ -30,6 +32,16 @@ function toolResultText(content: TextBlockParam[] | undefined, isError: boolean)
   return isError ? `${TOOL_ERROR_PREFIX}${text}` : text;
 }
 
+function imageOf(block: ImageBlockParam, param: string, images: ImageIntake): TaskImage {
+  const source = block.source;
+  if (source.type !== 'base64') {
+    throw new ShoalError('UNSUPPORTED_PARAMETER', `unsupported parameter '${param}.source': ${source.type} image sources are not supported; send the image as source.type 'base64'`, {
+      param: `${param}.source.type`,
+    });
+  }
+  return images.base64(source.data, `${param}.source.data`);
+}
+
 /**
  * Anthropic conversations in task terms: tool_use blocks become the assistant's tool calls (arguments
  * as JSON text), each tool_result becomes a `tool` message, thinking blocks become `reasoning`.
@@ -39,6 +51,7 @@ export function toChatMessages(system: TextBlockParam[] | undefined, messages: M
   const out: ChatMessage[] = [];
   if (system && system.length > 0) out.push({ role: 'system', content: joinText(system) });
   const toolNames = new Map<string, string>();
+  const images = new ImageIntake();
   messages.forEach((message, i) => {
     if (message.role === 'assistant') {
       const text: string[] = [];
@@ -63,16 +76,22 @@ export function toChatMessages(system: TextBlockParam[] | undefined, messages: M
       });
       return;
     }
-    // Blocks keep their order: text before a tool result stays before it.
+    // Blocks keep their order: text and images before a tool result stay before it.
     let pending: TextBlockParam[] = [];
+    let pendingImages: TaskImage[] = [];
     const flush = (): void => {
-      if (pending.length > 0) out.push({ role: 'user', content: joinText(pending) });
+      if (pending.length > 0 || pendingImages.length > 0) out.push({ role: 'user', content: joinText(pending), ...(pendingImages.length > 0 ? { images: pendingImages } : {}) });
       pending = [];
+      pendingImages = [];
     };
-    for (const block of message.content) {
+    message.content.forEach((block, blockIndex) => {
       if (block.type === 'text') {
         pending.push(block);
-        continue;
+        return;
+      }
+      if (block.type === 'image') {
+        pendingImages.push(imageOf(block, `messages[${i}].content[${blockIndex}]`, images));
+        return;
       }
       flush();
       const name = toolNames.get(block.tool_use_id);
@@ -82,7 +101,7 @@ export function toChatMessages(system: TextBlockParam[] | undefined, messages: M
         ...(name !== undefined ? { name } : {}),
         content: toolResultText(block.content, block.is_error === true),
       });
-    }
+    });
     flush();
   });
   if (out.length > MAX_MESSAGES) {

@@ -3,6 +3,7 @@ import { ShoalError, toShoalError } from '../../common/errors.js';
 import type { InferenceTask, TaskEvent } from '../../wire/task.js';
 import type { Dispatcher } from '../dispatch.js';
 import { fromFastifyError } from '../fastify-errors.js';
+import { IMAGE_ROUTE_MAX_BODY_BYTES } from '../images.js';
 import type { FamilyOptions } from '../family.js';
 import { clientAbortSignal, QUEUE_POSITION_HEADER, SseStream, startTask, writeCoalesced, type StartedTask } from '../stream.js';
 import { parseBody } from '../validation.js';
@@ -16,6 +17,7 @@ import {
   messageEndEvents,
   messageStartEvent,
   sseFrame,
+  toAnthropicUsage,
   type ContentEvent,
   type MessageMeta,
   type StreamEvent,
@@ -31,12 +33,12 @@ export async function anthropicRoutes(app: FastifyInstance, options: FamilyOptio
   app.setErrorHandler((error, _request, reply) => sendAnthropicError(reply, fromFastifyError(error)));
   app.addHook('onRequest', async (request) => options.apiKeys.check(request.headers));
 
-  app.post('/v1/messages', async (request, reply) => {
+  app.post('/v1/messages', { bodyLimit: IMAGE_ROUTE_MAX_BODY_BYTES }, async (request, reply) => {
     const body = parseBody(MessagesRequest, request.body);
     await respond(dispatcher, messagesRequestToTask(body), body.stream === true, request, reply);
   });
 
-  app.post('/v1/messages/count_tokens', async (request, reply) => {
+  app.post('/v1/messages/count_tokens', { bodyLimit: IMAGE_ROUTE_MAX_BODY_BYTES }, async (request, reply) => {
     const task = countRequestToTask(parseBody(CountTokensRequest, request.body));
     const started = await startTask(dispatcher, task, clientAbortSignal(request, reply));
     // Drained so the task ends in the dispatcher's books; a count yields nothing after `start` but its `end`.
@@ -70,8 +72,7 @@ async function respond(dispatcher: Dispatcher, task: InferenceTask, stream: bool
       const started = await startTask(dispatcher, task, signal);
       const end = await collect(started, assembler);
       ended = true;
-      const usage = { input_tokens: end.usage.promptTokens, output_tokens: end.usage.completionTokens };
-      await reply.header(QUEUE_POSITION_HEADER, started.queuedAt).send(messageBody(meta, assembler.content(end.finishReason), end, usage));
+      await reply.header(QUEUE_POSITION_HEADER, started.queuedAt).send(messageBody(meta, assembler.content(end.finishReason), end, toAnthropicUsage(end.usage)));
       return;
     }
     const write = (events: StreamEvent[]): void => writeCoalesced(reply.raw, events.map(sseFrame).join(''));

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { MAX_MESSAGES, MAX_STOP_SEQUENCE_CHARS, MAX_STOP_SEQUENCES, MAX_TOOLS } from '../../wire/task.js';
+import { IMAGE_MEDIA_TYPES, MAX_MESSAGES, MAX_STOP_SEQUENCE_CHARS, MAX_STOP_SEQUENCES, MAX_TOOLS } from '../../wire/task.js';
 
 /**
  * Anthropic Messages request bodies as Shoal accepts them. Objects are strict: a parameter Shoal
- * does not implement (`top_k`, `cache_control`, images...) is refused by name, never ignored.
+ * does not implement (`top_k`, `cache_control`, documents...) is refused by name, never ignored.
  */
 
 /** Most content blocks in one message, system prompt or tool result. */
@@ -54,8 +54,30 @@ const ThinkingBlockParam = z.strictObject({
   signature: z.string(),
 });
 
-const UserBlock = z.discriminatedUnion('type', [TextBlockParam, ToolResultBlockParam], {
-  error: 'user content blocks must be text or tool_result (images, documents and other block types are not supported)',
+/**
+ * An image for a vision model. Only base64 sources are read (src/api/images.ts); `url` and `file`
+ * sources parse so normalize can refuse them by name. `media_type` must name a format Shoal reads,
+ * but the bytes decide the type the model is told.
+ */
+const ImageSource = z.discriminatedUnion(
+  'type',
+  [
+    z.strictObject({
+      type: z.literal('base64'),
+      media_type: z.enum(IMAGE_MEDIA_TYPES, { error: 'media_type must be image/jpeg, image/png, image/gif or image/webp' }),
+      data: z.string(),
+    }),
+    z.strictObject({ type: z.literal('url'), url: z.string() }),
+    z.strictObject({ type: z.literal('file'), file_id: z.string() }),
+  ],
+  { error: 'source.type must be base64 (url and file sources are refused)' },
+);
+
+export const ImageBlockParam = z.strictObject({ type: z.literal('image'), source: ImageSource });
+export type ImageBlockParam = z.infer<typeof ImageBlockParam>;
+
+const UserBlock = z.discriminatedUnion('type', [TextBlockParam, ImageBlockParam, ToolResultBlockParam], {
+  error: 'user content blocks must be text, image or tool_result (documents and other block types are not supported)',
 });
 export type UserBlock = z.infer<typeof UserBlock>;
 

@@ -33,9 +33,23 @@ export function toStopReason({ finishReason, stopSequence }: Ending): StopReason
   }
 }
 
+/**
+ * Anthropic's split of the prompt: `input_tokens` is the part evaluated afresh, and the prompt is
+ * the sum of all three (its docs: "Total input tokens in a request is the summation of
+ * `input_tokens`, `cache_creation_input_tokens`, and `cache_read_input_tokens`"). Shoal never
+ * writes a cache entry in Anthropic's sense (`cache_control` is not needed: every prompt stays in
+ * its slot), so creation is always 0, as Anthropic reports it when caching was not asked for.
+ */
 export interface AnthropicUsage {
   input_tokens: number;
+  cache_creation_input_tokens: number;
+  cache_read_input_tokens: number;
   output_tokens: number;
+}
+
+export function toAnthropicUsage(usage: Usage): AnthropicUsage {
+  const cached = Math.min(usage.cachedPromptTokens ?? 0, usage.promptTokens);
+  return { input_tokens: usage.promptTokens - cached, cache_creation_input_tokens: 0, cache_read_input_tokens: cached, output_tokens: usage.completionTokens };
 }
 
 export interface MessageMeta {
@@ -70,17 +84,22 @@ export type StreamEvent =
   | { type: 'ping' }
   | { type: 'content_block_delta'; index: number; delta: ContentDelta }
   | { type: 'content_block_stop'; index: number }
-  | { type: 'message_delta'; delta: { stop_reason: StopReason; stop_sequence: string | null }; usage: { output_tokens: number } }
+  | { type: 'message_delta'; delta: { stop_reason: StopReason; stop_sequence: string | null }; usage: AnthropicUsage }
   | { type: 'message_stop' }
   | AnthropicErrorBody;
 
+/**
+ * The engine says what it reused from its cache only at the end, so the start counts the whole
+ * prompt as input; `message_delta` then carries the final split, whose counters are cumulative
+ * totals that replace the start's (as the SDK's stream accumulator applies them).
+ */
 export function messageStartEvent(meta: MessageMeta, promptTokens: number): StreamEvent {
-  return { type: 'message_start', message: messageBody(meta, [], null, { input_tokens: promptTokens, output_tokens: 0 }) };
+  return { type: 'message_start', message: messageBody(meta, [], null, toAnthropicUsage({ promptTokens, completionTokens: 0 })) };
 }
 
 export function messageEndEvents(ending: Ending, usage: Usage): StreamEvent[] {
   return [
-    { type: 'message_delta', delta: { stop_reason: toStopReason(ending), stop_sequence: ending.stopSequence }, usage: { output_tokens: usage.completionTokens } },
+    { type: 'message_delta', delta: { stop_reason: toStopReason(ending), stop_sequence: ending.stopSequence }, usage: toAnthropicUsage(usage) },
     { type: 'message_stop' },
   ];
 }

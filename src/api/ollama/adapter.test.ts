@@ -161,10 +161,9 @@ test('unsupported parameters are refused by name, never ignored', () => {
   const cases: [() => unknown, string][] = [
     // Ollama defines no such option: a typo is refused, not silently ignored.
     [() => chat({ messages: [{ role: 'user', content: 'x' }], options: { top_kk: 40 } }), 'options.top_kk'],
-    [() => chat({ messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }), 'messages[0].images'],
+    [() => chat({ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: 'y', images: ['aGk='] }] }), 'messages[1].images'],
     [() => chat({ messages: [{ role: 'user', content: 'x' }], think: 'high' }), 'think'],
     [() => chat({ messages: [{ role: 'user', content: 'x' }], truncate: false }), 'truncate'],
-    [() => generate({ prompt: 'x', images: ['aGk='] }), 'images'],
     [() => generate({ prompt: 'x', suffix: 'end' }), 'suffix'],
     [() => generate({ prompt: 'x', context: [1, 2] }), 'context'],
     [() => generate({ prompt: 'x', template: '{{ .Prompt }}' }), 'template'],
@@ -503,4 +502,52 @@ test('pull and delete answer to the admin access of the /models routes; inferenc
   const chatWithAdmin = await app.inject({ method: 'POST', url: '/api/chat', ...remote, headers: { ...remote.headers, authorization: 'Bearer admin' }, payload: { model: 'shoal/tiny', messages: [] } });
   assert.equal(chatWithAdmin.statusCode, 401, 'the admin token is no API key');
   await app.close();
+});
+
+test('images on user messages and /api/generate become task images, in order; elsewhere they are refused', () => {
+  const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2]).toString('base64');
+  const gif = Buffer.from('GIF89a\x01\x00', 'latin1').toString('base64');
+  const images = [{ mediaType: 'image/png', data: png }, { mediaType: 'image/gif', data: gif }];
+  assert.deepEqual(chat({ messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'what is it?', images: [png, gif] }] }).prompt, {
+    kind: 'chat',
+    messages: [
+      { role: 'system', content: 's' },
+      { role: 'user', content: 'what is it?', images },
+    ],
+  });
+  // An empty list means none.
+  assert.deepEqual(chat({ messages: [{ role: 'user', content: 'x', images: [] }] }).prompt, { kind: 'chat', messages: [{ role: 'user', content: 'x' }] });
+  assert.deepEqual(generate({ prompt: 'Once', system: 'sys', images: [png, gif] }).prompt, {
+    kind: 'chat',
+    messages: [
+      { role: 'system', content: 'sys' },
+      { role: 'user', content: 'Once', images },
+    ],
+  });
+  assert.deepEqual(generate({ prompt: 'Once', raw: true, images: [png] }).prompt, { kind: 'text', text: 'Once', images: [images[0]] });
+  assert.deepEqual(generate({ prompt: 'Once', images: [gif] }, { ...target, chat: false }).prompt, { kind: 'text', text: 'Once', images: [images[1]] });
+
+  const notImage = failure(() => chat({ messages: [{ role: 'user', content: 'x', images: [png, 'aGk='] }] }));
+  assert.equal(notImage.code, 'BAD_REQUEST');
+  assert.equal(notImage.param, 'messages[0].images[1]');
+  assert.match(notImage.message, /not an image/);
+  // Ollama's images are plain base64; a data URL is not.
+  assert.equal(failure(() => generate({ prompt: 'x', images: [`data:image/png;base64,${png}`] })).param, 'images[0]');
+  const big = failure(() => generate({ prompt: 'x', images: [Buffer.alloc(8 * 1024 * 1024 + 1, 0x89).toString('base64')] }));
+  assert.equal(big.code, 'PAYLOAD_TOO_LARGE');
+  assert.equal(big.param, 'images[0]');
+  const many = failure(() => chat({ messages: [{ role: 'user', content: 'a', images: Array(10).fill(png) }, { role: 'user', content: 'b', images: Array(7).fill(png) }] }));
+  assert.equal(many.code, 'BAD_REQUEST');
+  assert.equal(many.param, 'messages[1].images[6]');
+  for (const role of ['system', 'tool']) {
+    const refused = failure(() => chat({ messages: [{ role, content: 'x', images: [png] }] }));
+    assert.equal(refused.code, 'UNSUPPORTED_PARAMETER');
+    assert.equal(refused.param, 'messages[0].images');
+  }
+});
+
+test('a vision model lists the vision capability in /api/show (/api/tags has no capabilities, as in Ollama)', () => {
+  assert.deepEqual(showBody({ ...listing, capabilities: ['chat', 'completion', 'tools', 'vision'] }).capabilities, ['completion', 'tools', 'vision']);
+  assert.equal('capabilities' in tagBody({ ...listing, capabilities: ['chat', 'vision'] }), false);
+  assert.deepEqual(showBody(listing).capabilities, ['completion', 'embedding', 'tools']);
 });

@@ -1,6 +1,7 @@
 import { ShoalError } from '../../common/errors.js';
 import type { ModelView } from '../../models/views.js';
-import type { ChatMessage, EmbeddingTask, InferenceTask, OutputFormat, Sampling, ToolDefinition } from '../../wire/task.js';
+import type { ChatMessage, EmbeddingTask, InferenceTask, OutputFormat, Sampling, TaskImage, ToolDefinition } from '../../wire/task.js';
+import { ImageIntake } from '../images.js';
 import { generateTask } from '../task-builder.js';
 import type { ChatRequest, EmbedRequest, GenerateRequest, OllamaMessage, OllamaTool, Options } from './schemas.js';
 
@@ -38,7 +39,16 @@ function unsupported(param: string, why: string): ShoalError {
 }
 
 function refuseImages(images: readonly string[] | null | undefined, param: string): void {
-  if (images && images.length > 0) throw unsupported(param, 'Shoal serves text-only models; send the content as text');
+  if (images && images.length > 0) throw unsupported(param, 'only user messages carry images; move them to a user message');
+}
+
+/** Ollama's base64 images, decoded and sniffed, in order; none for an absent or empty list. */
+function takeImages(images: readonly string[] | null | undefined, param: string, intake: ImageIntake): TaskImage[] {
+  return (images ?? []).map((data, index) => intake.base64(data, `${param}[${index}]`));
+}
+
+function withImages<T extends object>(value: T, images: TaskImage[]): T & { images?: TaskImage[] } {
+  return images.length > 0 ? { ...value, images } : value;
 }
 
 /** Whether thinking is returned to the client; levels are an Ollama feature of specific models Shoal cannot steer. */
@@ -111,11 +121,12 @@ function takeOpenCall(open: OpenCall[], id: string | undefined, name: string | u
  */
 export function toChatMessages(messages: readonly OllamaMessage[]): ChatMessage[] {
   const open: OpenCall[] = [];
+  const intake = new ImageIntake();
   return messages.map((message, index): ChatMessage => {
+    if (message.role === 'user') return withImages({ role: 'user', content: message.content }, takeImages(message.images, `messages[${index}].images`, intake));
     refuseImages(message.images, `messages[${index}].images`);
     switch (message.role) {
       case 'system':
-      case 'user':
         return { role: message.role, content: message.content };
       case 'assistant': {
         const toolCalls = (message.tool_calls ?? []).map((call, callIndex) => {
@@ -166,7 +177,7 @@ export function chatRequestToTask(request: ChatRequest, target: TargetModel): In
  * with `system` as a first paragraph.
  */
 export function generateRequestToTask(request: GenerateRequest, target: TargetModel): InferenceTask {
-  refuseImages(request.images, 'images');
+  const images = takeImages(request.images, 'images', new ImageIntake());
   if (request.suffix) throw unsupported('suffix', 'fill-in-the-middle is not supported; send the text before the gap as the prompt');
   if (request.template) throw unsupported('template', 'Shoal uses the model’s own chat template; send raw: true with a pre-templated prompt instead');
   if (request.context && request.context.length > 0) {
@@ -179,11 +190,11 @@ export function generateRequestToTask(request: GenerateRequest, target: TargetMo
     throw new ShoalError('BAD_REQUEST', "invalid 'system': raw prompts skip the template, so put the system text into the prompt", { param: 'system' });
   }
   let taskPrompt: InferenceTask['prompt'];
-  if (request.raw === true) taskPrompt = { kind: 'text', text: prompt };
+  if (request.raw === true) taskPrompt = withImages({ kind: 'text', text: prompt }, images);
   else if (target.chat) {
     const messages: ChatMessage[] = system === '' ? [] : [{ role: 'system', content: system }];
-    taskPrompt = { kind: 'chat', messages: [...messages, { role: 'user', content: prompt }] };
-  } else taskPrompt = { kind: 'text', text: system === '' ? prompt : `${system}\n\n${prompt}` };
+    taskPrompt = { kind: 'chat', messages: [...messages, withImages({ role: 'user', content: prompt }, images)] };
+  } else taskPrompt = withImages({ kind: 'text', text: system === '' ? prompt : `${system}\n\n${prompt}` }, images);
   return generateTask({
     model: target.id,
     prompt: taskPrompt,

@@ -4,6 +4,7 @@ import { shoalVersion } from '../../common/version.js';
 import type { EmbeddingTask, FinishReason, InferenceTask, Usage } from '../../wire/task.js';
 import type { Dispatcher, ModelListing } from '../dispatch.js';
 import { fromFastifyError } from '../fastify-errors.js';
+import { IMAGE_ROUTE_MAX_BODY_BYTES } from '../images.js';
 import { checkJsonDepth } from '../json-body.js';
 import type { FamilyOptions } from '../family.js';
 import { clientAbortSignal, startTask, writeCoalesced, type StartedTask } from '../stream.js';
@@ -115,7 +116,7 @@ export async function ollamaRoutes(app: FastifyInstance, options: OllamaRoutesOp
     return showBody(findModel(dispatcher, body.model ?? body.name!));
   });
 
-  app.post('/api/chat', async (request, reply) => {
+  app.post('/api/chat', { bodyLimit: IMAGE_ROUTE_MAX_BODY_BYTES }, async (request, reply) => {
     const receivedNs = process.hrtime.bigint();
     const body = parseBody(ChatRequest, request.body);
     const model = findModel(dispatcher, body.model);
@@ -124,7 +125,7 @@ export async function ollamaRoutes(app: FastifyInstance, options: OllamaRoutesOp
     await respond(dispatcher, task, CHAT, { name: body.model, stream: body.stream ?? true, thinking: wantsThinking(body.think), receivedNs }, request, reply);
   });
 
-  app.post('/api/generate', async (request, reply) => {
+  app.post('/api/generate', { bodyLimit: IMAGE_ROUTE_MAX_BODY_BYTES }, async (request, reply) => {
     const receivedNs = process.hrtime.bigint();
     const body = parseBody(GenerateRequest, request.body);
     const model = findModel(dispatcher, body.model);

@@ -101,7 +101,10 @@ const LogprobFields = {
   top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).optional(),
 };
 
-/** Images parse only so normalize can refuse non-empty ones by name with a text-only message. */
+/**
+ * Base64 images (no data URL prefix, as Ollama's clients send them); normalize decodes them on user
+ * messages and `/api/generate`, and refuses them by name on other roles. The body limit bounds the count here.
+ */
 const Images = z.array(z.string()).nullable().optional();
 
 const ToolName = z.string().min(1).max(128).regex(/^[A-Za-z0-9_.-]+$/, 'tool names use letters, digits, _ . and -');

@@ -239,6 +239,9 @@ export function ollamaCapabilities(listing: ModelListing): string[] {
       case 'embeddings':
         out.add('embedding');
         break;
+      case 'vision':
+        out.add('vision');
+        break;
     }
   }
   return [...out];

@@ -94,7 +94,21 @@ test('response bodies validate against OpenAI’s schemas', () => {
   assertOpenAIShape('CreateChatCompletionStreamResponse', chatUsageChunkBody(meta, usage));
   assertOpenAIShape('CreateCompletionResponse', completionBody({ ...meta, id: 'cmpl-1' }, 'text', 'stop', usage));
   assertOpenAIShape('Model', modelBody('shoal/tiny', 1));
-  assert.deepEqual(chatUsageChunkBody(meta, usage).usage, { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
+  assert.deepEqual(chatUsageChunkBody(meta, usage).usage, { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, prompt_tokens_details: { cached_tokens: 0 } });
+});
+
+test("a reused prompt prefix is OpenAI's cached_tokens, inside prompt_tokens, in every usage the chat and completions bodies carry", () => {
+  const cached = { promptTokens: 40, completionTokens: 5, cachedPromptTokens: 31 };
+  const expected = { prompt_tokens: 40, completion_tokens: 5, total_tokens: 45, prompt_tokens_details: { cached_tokens: 31 } };
+  const whole = chatCompletionBody(meta, answer({ text: 'a', usage: cached }));
+  assertOpenAIShape('CreateChatCompletionResponse', whole);
+  assert.deepEqual(whole.usage, expected);
+  const chunk = chatUsageChunkBody(meta, cached);
+  assertOpenAIShape('CreateChatCompletionStreamResponse', chunk);
+  assert.deepEqual(chunk.usage, expected);
+  const completion = completionBody({ ...meta, id: 'cmpl-1' }, 'text', 'stop', cached);
+  assertOpenAIShape('CreateCompletionResponse', completion);
+  assert.deepEqual(completion.usage, expected);
 });
 
 test('every error code maps to a valid OpenAI error with a 4xx/5xx status', () => {
@@ -149,4 +163,45 @@ test('a tool_choice naming an unknown tool, or top_logprobs without logprobs, is
   assert.throws(unknown, (e: unknown) => e instanceof ShoalError && e.param === 'tool_choice');
   const top = () => chatRequestToTask(parseBody(ChatCompletionRequest, { model: 'm', messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }));
   assert.throws(top, (e: unknown) => e instanceof ShoalError && e.param === 'top_logprobs');
+});
+
+test('image_url parts of user messages become the message images, in order, typed by their bytes', () => {
+  const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2]).toString('base64');
+  const jpeg = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 3, 4]).toString('base64');
+  const chat = (content: unknown) => chatRequestToTask(parseBody(ChatCompletionRequest, { model: 'm', messages: [{ role: 'system', content: 's' }, { role: 'user', content }] }));
+  const task = chat([
+    { type: 'text', text: 'what ' },
+    { type: 'image_url', image_url: { url: `data:image/png;base64,${png}`, detail: 'high' } },
+    { type: 'text', text: 'is this?' },
+    // Declared PNG, but the bytes are a JPEG: the bytes decide.
+    { type: 'image_url', image_url: { url: `data:image/png;base64,${jpeg}` } },
+  ]);
+  assert.deepEqual(task.prompt, {
+    kind: 'chat',
+    messages: [
+      { role: 'system', content: 's' },
+      { role: 'user', content: 'what is this?', images: [{ mediaType: 'image/png', data: png }, { mediaType: 'image/jpeg', data: jpeg }] },
+    ],
+  });
+  // Text-only content keeps no images field.
+  assert.deepEqual(chat([{ type: 'text', text: 'hi' }]).prompt, { kind: 'chat', messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'hi' }] });
+
+  const refused = (content: unknown, code: string, param: string, message: RegExp, role = 'user') => {
+    assert.throws(
+      () => chatRequestToTask(parseBody(ChatCompletionRequest, { model: 'm', messages: [{ role, content }] })),
+      (error: unknown) => error instanceof ShoalError && error.code === code && error.param === param && message.test(error.message),
+      `${code} ${param}`,
+    );
+  };
+  const image = (url: string) => [{ type: 'text', text: 'x' }, { type: 'image_url', image_url: { url } }];
+  refused(image('https://example.com/a.png'), 'BAD_REQUEST', 'messages[0].content[1].image_url.url', /does not fetch remote images; send the image inline as a data URL/);
+  refused(image(`data:image/png;base64,${Buffer.from('plain text').toString('base64')}`), 'BAD_REQUEST', 'messages[0].content[1].image_url.url', /not an image/);
+  refused(image(`data:image/png;base64,${Buffer.alloc(8 * 1024 * 1024 + 1, 0x89).toString('base64')}`), 'PAYLOAD_TOO_LARGE', 'messages[0].content[1].image_url.url', /limit per image/);
+  refused(Array.from({ length: 17 }, () => ({ type: 'image_url', image_url: { url: `data:image/png;base64,${png}` } })), 'BAD_REQUEST', 'messages[0].content[16].image_url.url', /at most 16 images/);
+  refused([{ type: 'image_url', image_url: { url: `data:image/png;base64,${png}`, detail: 'max' } }], 'BAD_REQUEST', 'messages[0].content[0].image_url.detail', /invalid/);
+  refused([{ type: 'image_url', image_url: { url: `data:image/png;base64,${png}`, size: 1 } }], 'UNSUPPORTED_PARAMETER', 'messages[0].content[0].image_url.size', /unsupported parameter/);
+  refused([{ type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }], 'BAD_REQUEST', 'messages[0].content[0].type', /text or image_url/);
+  // Only user messages carry images.
+  refused(image(`data:image/png;base64,${png}`), 'BAD_REQUEST', 'messages[0].content', /text parts/, 'system');
+  refused(image(`data:image/png;base64,${png}`), 'BAD_REQUEST', 'messages[0].content', /text parts/, 'assistant');
 });

@@ -1,7 +1,8 @@
-import type { ChatMessage, EmbeddingTask, InferenceTask, OutputFormat, ToolChoice, ToolDefinition } from '../../wire/task.js';
+import type { ChatMessage, EmbeddingTask, InferenceTask, OutputFormat, TaskImage, ToolChoice, ToolDefinition } from '../../wire/task.js';
 import { ShoalError } from '../../common/errors.js';
+import { ImageIntake } from '../images.js';
 import { generateTask } from '../task-builder.js';
-import type { ChatCompletionMessage, ChatCompletionRequest, CompletionRequest, EmbeddingRequest } from './schemas.js';
+import type { ChatCompletionMessage, ChatCompletionRequest, CompletionRequest, EmbeddingRequest, UserContentPart } from './schemas.js';
 
 /** OpenAI's documented default for /v1/completions when `max_tokens` is absent. */
 export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
@@ -12,14 +13,25 @@ function contentText(content: string | { text: string }[] | null | undefined): s
   return content.map((part) => part.text).join('');
 }
 
-function toMessage(message: ChatCompletionMessage): ChatMessage {
+/** A user message: its text parts joined, its images (in order) before them, as the task puts them. */
+function userMessage(content: UserContentPart[], index: number, images: ImageIntake): ChatMessage {
+  const taken: TaskImage[] = [];
+  const text: string[] = [];
+  content.forEach((part, partIndex) => {
+    if (part.type === 'text') text.push(part.text);
+    else taken.push(images.url(part.image_url.url, `messages[${index}].content[${partIndex}].image_url.url`));
+  });
+  return { role: 'user', content: text.join(''), ...(taken.length > 0 ? { images: taken } : {}) };
+}
+
+function toMessage(message: ChatCompletionMessage, index: number, images: ImageIntake): ChatMessage {
   switch (message.role) {
     // `developer` is OpenAI's newer name for the system role.
     case 'system':
     case 'developer':
       return { role: 'system', content: contentText(message.content) };
     case 'user':
-      return { role: 'user', content: contentText(message.content) };
+      return userMessage(message.content, index, images);
     case 'assistant':
       return {
         role: 'assistant',
@@ -30,6 +42,11 @@ function toMessage(message: ChatCompletionMessage): ChatMessage {
     case 'tool':
       return { role: 'tool', toolCallId: message.tool_call_id, content: contentText(message.content) };
   }
+}
+
+function messages(list: readonly ChatCompletionMessage[]): ChatMessage[] {
+  const images = new ImageIntake();
+  return list.map((message, index) => toMessage(message, index, images));
 }
 
 function stopList(stop: ChatCompletionRequest['stop']): string[] {
@@ -71,7 +88,7 @@ export function chatRequestToTask(request: ChatCompletionRequest): InferenceTask
   const defined = tools(request);
   return generateTask({
     model: request.model,
-    prompt: { kind: 'chat', messages: request.messages.map(toMessage) },
+    prompt: { kind: 'chat', messages: messages(request.messages) },
     sampling: {
       maxTokens: request.max_completion_tokens ?? request.max_tokens ?? null,
       temperature: request.temperature ?? 1,

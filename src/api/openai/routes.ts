@@ -3,6 +3,7 @@ import { ShoalError, toShoalError } from '../../common/errors.js';
 import type { TaskEvent } from '../../wire/task.js';
 import { collectAnswer } from '../collect.js';
 import { fromFastifyError } from '../fastify-errors.js';
+import { IMAGE_ROUTE_MAX_BODY_BYTES } from '../images.js';
 import type { FamilyOptions } from '../family.js';
 import { clientAbortSignal, QUEUE_POSITION_HEADER, SseStream, startTask, writeSseData, type StartedTask } from '../stream.js';
 import { parseBody } from '../validation.js';
@@ -40,7 +41,7 @@ export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions)
     return modelBody(model.id, model.created);
   });
 
-  app.post('/v1/chat/completions', async (request, reply) => {
+  app.post('/v1/chat/completions', { bodyLimit: IMAGE_ROUTE_MAX_BODY_BYTES }, async (request, reply) => {
     const body = parseBody(ChatCompletionRequest, request.body);
     const task = chatRequestToTask(body);
     const meta = newMeta('chatcmpl', task.model);

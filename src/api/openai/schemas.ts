@@ -12,6 +12,26 @@ const MessageContent = z.union([z.string(), z.array(TextPart).min(1)], {
   error: 'must be a string or an array of text parts',
 });
 
+/** `detail` is accepted and ignored: the model's projector decides the resolution it reads. */
+const ImageUrlPart = z.strictObject({
+  type: z.literal('image_url'),
+  image_url: z.strictObject({ url: z.string(), detail: z.enum(['auto', 'low', 'high']).optional() }),
+});
+
+const UserContentPart = z.discriminatedUnion('type', [TextPart, ImageUrlPart], {
+  error: 'user content parts must be text or image_url (input_audio and file parts are not supported)',
+});
+export type UserContentPart = z.infer<typeof UserContentPart>;
+
+/**
+ * Only user messages carry images, as data URLs (src/api/images.ts). A string is one text part, so
+ * a bad part's error names the part rather than the whole content.
+ */
+const UserContent = z.preprocess(
+  (value) => (typeof value === 'string' ? [{ type: 'text', text: value }] : value),
+  z.array(UserContentPart, { error: 'must be a string or an array of text and image_url parts' }).min(1),
+);
+
 const ToolCallPart = z.strictObject({
   id: z.string().min(1).max(128),
   type: z.literal('function'),
@@ -23,7 +43,7 @@ export const ChatCompletionMessage = z.discriminatedUnion(
   [
     z.strictObject({ role: z.literal('system'), content: MessageContent }),
     z.strictObject({ role: z.literal('developer'), content: MessageContent }),
-    z.strictObject({ role: z.literal('user'), content: MessageContent }),
+    z.strictObject({ role: z.literal('user'), content: UserContent }),
     z.strictObject({
       role: z.literal('assistant'),
       content: MessageContent.nullable().optional(),

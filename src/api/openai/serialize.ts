@@ -19,6 +19,8 @@ export interface OpenAIUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** `cached_tokens` is part of `prompt_tokens`, as in OpenAI's usage; 0 when the engine reused nothing. */
+  prompt_tokens_details: { cached_tokens: number };
 }
 
 export function toOpenAIUsage(usage: Usage): OpenAIUsage {
@@ -26,6 +28,7 @@ export function toOpenAIUsage(usage: Usage): OpenAIUsage {
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,
     total_tokens: usage.promptTokens + usage.completionTokens,
+    prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens ?? 0 },
   };
 }
 

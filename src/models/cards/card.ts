@@ -5,7 +5,7 @@
 
 import { z } from 'zod';
 import { ModelId } from '../../common/ids.js';
-import { BUILTIN_MODEL_SPECS } from '../generate/builtin.js';
+import { BUILTIN_MODEL_SPECS, BUILTIN_PROJECTOR_SPECS } from '../generate/builtin.js';
 import { CARD_KV_CACHE_TYPES, FLASH_ATTENTION_MODES } from './runtime-knobs.js';
 
 export { CARD_KV_CACHE_TYPES, FLASH_ATTENTION_MODES, type CardKvCacheType, type FlashAttentionMode } from './runtime-knobs.js';
@@ -79,6 +79,46 @@ export const CardSource = z.discriminatedUnion('kind', [
 ]);
 export type CardSource = z.infer<typeof CardSource>;
 
+const GGUF_FILE_RE = /\.gguf$/i;
+
+/**
+ * A vision model's multimodal projector (llama.cpp's `mmproj` GGUF), which llama-server loads beside
+ * the model (`--mmproj`). Its kind is the source's: a built-in model's is generated with it, a file
+ * card's is another file, a hub model's another .gguf of the same repo and revision, an imported
+ * model's another file taken into the store with it.
+ */
+export const CardProjector = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('builtin') }),
+  z.strictObject({
+    kind: z.literal('file'),
+    path: z
+      .string()
+      .min(1)
+      .max(4096)
+      .regex(GGUF_FILE_RE, 'the projector must be a .gguf file')
+      .refine((path) => path.startsWith('/'), 'the projector path must be absolute'),
+  }),
+  z.strictObject({
+    kind: z.literal('huggingface'),
+    file: z
+      .string()
+      .min(1)
+      .max(500)
+      .regex(GGUF_FILE_RE, 'the projector must be a .gguf file inside the model\'s repo')
+      .refine((file) => !file.startsWith('/') && !file.split('/').includes('..'), 'the projector file is a path inside the repo'),
+  }),
+  z.strictObject({
+    kind: z.literal('local'),
+    file: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[^/\\]+\.gguf$/i, 'the projector file is a .gguf file name, without a directory'),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/, 'sha256 is 64 lowercase hex digits'),
+  }),
+]);
+export type CardProjector = z.infer<typeof CardProjector>;
+
 export const CardCapabilities = z.strictObject({
   /** Accepts tool definitions and answers with tool calls. */
   tools: z.boolean().default(false),
@@ -147,8 +187,11 @@ export const ModelCard = z
     /** Soft order among the compatible backends, most wanted first; unlisted ones rank after. */
     backend_preference: unique(BackendTagSchema, 'backend_preference').default([]),
     runtime: CardRuntime.default({ min_nodes: 1 }),
+    /** The multimodal projector of a vision model; absent: text only. */
+    projector: CardProjector.optional(),
   })
   .superRefine((card, ctx) => {
+    if (card.projector !== undefined) projectorIssues(card, card.projector).forEach(([path, message]) => ctx.addIssue({ code: 'custom', path, message }));
     card.backend_preference.forEach((tag, i) => {
       if (!card.compatible_backends.includes(tag)) {
         ctx.addIssue({ code: 'custom', path: ['backend_preference', i], message: `'${tag}' is not in compatible_backends` });
@@ -183,6 +226,28 @@ export const ModelCard = z
     }
   });
 export type ModelCard = z.infer<typeof ModelCard>;
+
+function projectorIssues(card: Pick<ModelCard, 'source' | 'capabilities' | 'compatible_backends'>, projector: CardProjector): Array<[Array<string | number>, string]> {
+  const issues: Array<[Array<string | number>, string]> = [];
+  if (projector.kind !== card.source.kind) {
+    issues.push([['projector', 'kind'], `the projector comes from where the model does: kind must be '${card.source.kind}', like the source`]);
+  } else if (card.source.kind === 'builtin' && !Object.hasOwn(BUILTIN_PROJECTOR_SPECS, card.source.spec)) {
+    issues.push([['projector'], `the generated model '${card.source.spec}' has no projector; those with one: ${Object.keys(BUILTIN_PROJECTOR_SPECS).join(', ')}`]);
+  } else if (projector.kind === 'huggingface' && card.source.kind === 'huggingface' && projector.file === card.source.file) {
+    issues.push([['projector', 'file'], 'the projector is a file of its own, not the model file']);
+  } else if (projector.kind === 'local' && card.source.kind === 'local' && projector.file === card.source.file) {
+    issues.push([['projector', 'file'], 'the projector is a file of its own, not the model file']);
+  }
+  if (!card.capabilities.vision) issues.push([['capabilities', 'vision'], 'a card with a projector takes images: set capabilities.vision = true']);
+  if (!card.compatible_backends.some((tag) => engineOf(tag) === 'llama_server')) {
+    issues.push([['compatible_backends'], 'only llama-server loads a projector: add a llama_server-* backend']);
+  }
+  // node-llama-cpp 3.21.1 has no multimodal API: placed there, the model would refuse every image.
+  card.compatible_backends.forEach((tag, i) => {
+    if (engineOf(tag) === 'llama_cpp') issues.push([['compatible_backends', i], `'${tag}' cannot load a projector (the in-process engine takes no images): remove it from a vision card`]);
+  });
+  return issues;
+}
 /** What a card looks like before defaults are filled in (what a TOML file holds). */
 export type ModelCardInput = z.input<typeof ModelCard>;
 

@@ -24,13 +24,18 @@ test('every generated model has a built-in card, with its behaviour as capabilit
   assert.deepEqual(BUILTIN_CARDS.map((c) => c.id).sort(), Object.keys(BUILTIN_MODEL_SPECS).sort());
   for (const c of BUILTIN_CARDS) {
     assert.deepEqual(c.source, { kind: 'builtin', spec: c.id });
-    assert.ok(c.compatible_backends.includes('llama_cpp-cpu'));
+    // The vision model's projector loads in llama-server only.
+    assert.ok(c.compatible_backends.includes(c.projector === undefined ? 'llama_cpp-cpu' : 'llama_server-cpu'));
     assert.ok(!c.compatible_backends.some((tag) => tag.startsWith('rpc-')), 'a 1 MB model is never split');
   }
   const byId = new Map<string, ModelCard>(BUILTIN_CARDS.map((c) => [c.id, c]));
   assert.equal(byId.get('shoal/tiny-think')?.capabilities.reasoning, true);
   assert.equal(byId.get('shoal/tiny')?.capabilities.reasoning, false);
   assert.equal(byId.get('shoal/tiny-tools')?.capabilities.tools, true);
+  const vision = byId.get('shoal/tiny-vision');
+  assert.equal(vision?.capabilities.vision, true);
+  assert.deepEqual(vision?.projector, { kind: 'builtin' });
+  assert.ok(vision?.compatible_backends.every((tag) => tag.startsWith('llama_server-')));
 });
 
 test('no cards directory: just the built-ins, no errors', async () => {

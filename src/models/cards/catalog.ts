@@ -5,7 +5,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errorMessage } from '../../common/errors.js';
-import { TINY_EOS_MODEL_ID, TINY_MODEL_ID, TINY_THINK_MODEL_ID, TINY_TOOLS_MODEL_ID } from '../generate/builtin.js';
+import { TINY_EOS_MODEL_ID, TINY_MODEL_ID, TINY_THINK_MODEL_ID, TINY_TOOLS_MODEL_ID, TINY_VISION_MODEL_ID } from '../generate/builtin.js';
 import { ModelCard, type ModelCardInput } from './card.js';
 import { CardError, readCardFile } from './parse.js';
 
@@ -40,11 +40,28 @@ function builtinCard(id: string, name: string, capabilities: ModelCardInput['cap
   } satisfies ModelCardInput);
 }
 
+/**
+ * The vision model: tiny-eos with a generated projector. Only llama-server loads a projector
+ * (node-llama-cpp 3.21.1 has no multimodal API), so it runs there alone.
+ */
+const TINY_VISION_CARD = ModelCard.parse({
+  id: TINY_VISION_MODEL_ID,
+  name: 'Shoal tiny, seeing images',
+  source: { kind: 'builtin', spec: TINY_VISION_MODEL_ID },
+  projector: { kind: 'builtin' },
+  tasks: ['chat', 'completion'],
+  capabilities: { tools: true, reasoning: false, vision: true },
+  compatible_backends: TINY_BACKENDS.filter((tag) => tag.startsWith('llama_server-')),
+  backend_preference: ['llama_server-cpu'],
+  runtime: { min_nodes: 1 },
+} satisfies ModelCardInput);
+
 export const BUILTIN_CARDS: readonly ModelCard[] = [
   builtinCard(TINY_MODEL_ID, 'Shoal tiny (generated, random weights)', { tools: true, reasoning: false }),
   builtinCard(TINY_EOS_MODEL_ID, 'Shoal tiny, ending its replies', { tools: true, reasoning: false }),
   builtinCard(TINY_THINK_MODEL_ID, 'Shoal tiny, reasoning', { tools: true, reasoning: true }),
   builtinCard(TINY_TOOLS_MODEL_ID, 'Shoal tiny, calling tools', { tools: true, reasoning: false }),
+  TINY_VISION_CARD,
 ];
 
 export function cardsDir(dataDir: string): string {

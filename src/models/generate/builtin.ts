@@ -4,11 +4,13 @@
 import { access, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { generateRandomModel, parseModelSpec, type GenerateOptions, type RandomModelSpec } from './random-model.js';
+import { parseProjectorSpec, type ProjectorSpec } from './projector.js';
 
 export const TINY_MODEL_ID = 'shoal/tiny';
 export const TINY_EOS_MODEL_ID = 'shoal/tiny-eos';
 export const TINY_THINK_MODEL_ID = 'shoal/tiny-think';
 export const TINY_TOOLS_MODEL_ID = 'shoal/tiny-tools';
+export const TINY_VISION_MODEL_ID = 'shoal/tiny-vision';
 
 /** ~1 MB of f32: fast to generate and load, and f32 keeps CPU inference exact and quick. */
 export const TINY_MODEL_SPEC: RandomModelSpec = parseModelSpec({
@@ -58,11 +60,38 @@ export const TINY_TOOLS_MODEL_SPEC: RandomModelSpec = parseModelSpec({
   behaviour: 'tools',
 });
 
+/** The text half of the vision model: tiny-eos under its own name (and so its own file). */
+export const TINY_VISION_MODEL_SPEC: RandomModelSpec = { ...TINY_EOS_MODEL_SPEC, name: TINY_VISION_MODEL_ID };
+
+/**
+ * Its projector (projector.ts): 32x32 images in 8x8 patches, 16 tokens an image, projected to the
+ * text model's 64 channels; ~130 kB of f32.
+ */
+export const TINY_VISION_PROJECTOR_SPEC: ProjectorSpec = parseProjectorSpec({
+  name: `${TINY_VISION_MODEL_ID} projector`,
+  seed: 1,
+  textEmbeddingLength: TINY_VISION_MODEL_SPEC.embeddingLength,
+  imageSize: 32,
+  patchSize: 8,
+  embeddingLength: 32,
+  blockCount: 2,
+  headCount: 2,
+  feedForwardLength: 64,
+  projectorHiddenLength: 64,
+  layerNormEps: 1e-6,
+});
+
 export const BUILTIN_MODEL_SPECS: Readonly<Record<string, RandomModelSpec>> = {
   [TINY_MODEL_ID]: TINY_MODEL_SPEC,
   [TINY_EOS_MODEL_ID]: TINY_EOS_MODEL_SPEC,
   [TINY_THINK_MODEL_ID]: TINY_THINK_MODEL_SPEC,
   [TINY_TOOLS_MODEL_ID]: TINY_TOOLS_MODEL_SPEC,
+  [TINY_VISION_MODEL_ID]: TINY_VISION_MODEL_SPEC,
+};
+
+/** The generated models that come with a projector (their cards' `projector = { kind = "builtin" }`), by model id. */
+export const BUILTIN_PROJECTOR_SPECS: Readonly<Record<string, ProjectorSpec>> = {
+  [TINY_VISION_MODEL_ID]: TINY_VISION_PROJECTOR_SPEC,
 };
 
 /**

@@ -64,6 +64,7 @@ const BUILTIN_SHA256: Record<string, string> = {
   'shoal/tiny-eos': '06bd2b54b6d9ccbbc6e8d7770776146231a513576fe0f3499998243efafe87e7',
   'shoal/tiny-think': 'e0c86068126f1baa5791d1113fb802277f6123c3679c362b67def6f24938623e',
   'shoal/tiny-tools': 'b2e440368761e90b9eac6971547ecbabd36342cacbda375bf2181ceb65faa192',
+  'shoal/tiny-vision': '3034abd7f850fc3e8f1a13466a64af46874ef1f3bd70a24370a72140f17be641',
 };
 
 test('every built-in model has pinned bytes, and GENERATOR_VERSION names the recipes', async () => {

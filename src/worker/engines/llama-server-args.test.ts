@@ -27,6 +27,10 @@ const NEW_HELP = `
 --spec-type none,draft-simple,draft-eagle3,draft-mtp,draft-dflash,draft-dspark,ngram-simple,ngram-map-k,ngram-map-k4v,ngram-mod,ngram-cache
 --draft, --draft-n, --draft-max N       the argument has been removed. use --spec-draft-n-max or
 --draft-min, --draft-n-min N            the argument has been removed. use --spec-draft-n-min or
+-mm,   --mmproj FILE                    path to a multimodal projector file. see tools/mtmd/README.md
+--mmproj-auto, --no-mmproj, --no-mmproj-auto
+--mmproj-offload, --no-mmproj-offload   whether to enable GPU offloading for multimodal projector (default:
+-mmdev, --mmproj-device DEVICE          device to use for multimodal projector (none = don't offload, default:
 `;
 
 // An older build: none of the optional flags, the web UI flag spelled the old way only.
@@ -48,8 +52,8 @@ const NEW_DRAFT: DraftFlags = {
   threadsBatch: '--spec-draft-threads-batch',
 };
 
-const ALL: LlamaServerFeatures = { kvUnified: true, kvUnifiedPerSlot: true, noWebUiFlag: '--no-webui', cacheRam: true, fit: true, noSlots: true, jinja: true, flashAttnModes: true, draft: NEW_DRAFT };
-const NONE: LlamaServerFeatures = { kvUnified: false, kvUnifiedPerSlot: false, noWebUiFlag: null, cacheRam: false, fit: false, noSlots: false, jinja: false, flashAttnModes: false, draft: null };
+const ALL: LlamaServerFeatures = { kvUnified: true, kvUnifiedPerSlot: true, noWebUiFlag: '--no-webui', cacheRam: true, fit: true, noSlots: true, jinja: true, flashAttnModes: true, draft: NEW_DRAFT, mmproj: true, mmprojDevice: true };
+const NONE: LlamaServerFeatures = { kvUnified: false, kvUnifiedPerSlot: false, noWebUiFlag: null, cacheRam: false, fit: false, noSlots: false, jinja: false, flashAttnModes: false, draft: null, mmproj: false, mmprojDevice: false };
 
 test('features are read from --help, flag by flag', () => {
   assert.deepEqual(parseServerHelp(NEW_HELP), ALL);
@@ -230,4 +234,31 @@ test('SHOAL_SPECULATIVE=0 turns drafts off; unset or anything else leaves them o
   assert.equal(speculativeEnabled({}), true);
   assert.equal(speculativeEnabled({ SHOAL_SPECULATIVE: '1' }), true);
   for (const off of ['0', 'false', 'OFF', ' no ']) assert.equal(speculativeEnabled({ SHOAL_SPECULATIVE: off }), false, off);
+});
+
+test('a projector loads with --mmproj, beside the model share it belongs to', () => {
+  // No projector: none of its flags.
+  assert.ok(!llamaServerArgs(INPUT, ALL).some((a) => a.includes('mmproj')));
+  // On the CPU: kept off the GPU llama-server would otherwise pick, as placement counted no device memory for it.
+  const cpu = llamaServerArgs({ ...INPUT, projectorPath: '/models/p.gguf' }, ALL);
+  assert.equal(flag(cpu, '--mmproj'), '/models/p.gguf');
+  assert.ok(cpu.includes('--no-mmproj-offload'));
+  assert.ok(!cpu.includes('--mmproj-device'));
+  // On the part's GPUs: the first one.
+  const gpu = llamaServerArgs({ ...INPUT, gpuLayers: 999, devices: ['CUDA1', 'CUDA2'], projectorPath: '/models/p.gguf' }, ALL);
+  assert.equal(flag(gpu, '--mmproj-device'), 'CUDA1');
+  assert.ok(!gpu.includes('--no-mmproj-offload'));
+  // A GPU part naming no devices: the binary's choice; a build without --mmproj-device: the same.
+  assert.ok(!llamaServerArgs({ ...INPUT, gpuLayers: 999, projectorPath: '/p.gguf' }, ALL).some((a) => a === '--mmproj-device' || a === '--no-mmproj-offload'));
+  assert.ok(!llamaServerArgs({ ...INPUT, gpuLayers: 999, devices: ['CUDA0'], projectorPath: '/p.gguf' }, { ...ALL, mmprojDevice: false }).includes('--mmproj-device'));
+  // A pooled driver: its other devices are RPC donors, so the projector stays on its own CPU.
+  const pooled = llamaServerArgs({ ...INPUT, rpcServers: ['127.0.0.1:5000'], tensorSplit: '1', gpuLayers: 999, projectorPath: '/p.gguf' }, ALL);
+  assert.ok(pooled.includes('--no-mmproj-offload'));
+});
+
+test('a projector on a build without --mmproj is refused with what to do', () => {
+  assert.throws(
+    () => llamaServerArgs({ ...INPUT, projectorPath: '/p.gguf' }, NONE),
+    (error: unknown) => error instanceof ShoalError && error.code === 'CAPABILITY_MISSING' && /--mmproj.*shoal doctor --fix/.test(error.message),
+  );
 });

@@ -33,6 +33,10 @@ export interface LlamaServerFeatures {
    * draft support.
    */
   draft: DraftFlags | null;
+  /** `--mmproj`: a multimodal projector beside the model (vision cards). */
+  mmproj: boolean;
+  /** `--mmproj-device`: which device the projector runs on. */
+  mmprojDevice: boolean;
 }
 
 /** The spelling of the draft-model flags in one build. */
@@ -61,6 +65,8 @@ export function parseServerHelp(help: string): LlamaServerFeatures {
     jinja: has('--jinja'),
     flashAttnModes: /--flash-attn \[on\|off\|auto\]/.test(help),
     draft: draftFlags(has),
+    mmproj: has('--mmproj'),
+    mmprojDevice: has('--mmproj-device'),
   };
 }
 
@@ -144,6 +150,8 @@ export interface ServerArgsInput {
   flashAttention: FlashAttentionMode;
   /** A draft model for speculative decoding, on the same devices and threads as the target; absent for none. */
   draft?: DraftInput | undefined;
+  /** The card's multimodal projector (`--mmproj`, a vision card's companion GGUF); absent for none. */
+  projectorPath?: string | undefined;
 }
 
 export interface DraftInput {
@@ -188,6 +196,23 @@ export function llamaServerArgs(input: ServerArgsInput, features: LlamaServerFea
     args.push('--embeddings', '-b', String(input.contextTokens), '-ub', String(input.contextTokens));
   }
   if (input.draft !== undefined) args.push(...draftArgs(input.draft, input, features));
+  if (input.projectorPath !== undefined) args.push(...projectorArgs(input.projectorPath, input, features));
+  return args;
+}
+
+/**
+ * The projector sits with the model's own share: on this process's CPU when the part has no layers
+ * on a GPU (placement counted no device memory for it; by default llama-server would still put it
+ * on the first GPU it finds) or is a pooled driver (its other devices are RPC donors, which the
+ * auto choice could pick), else on the part's first GPU.
+ */
+function projectorArgs(path: string, input: ServerArgsInput, features: LlamaServerFeatures): string[] {
+  if (!features.mmproj) {
+    throw new ShoalError('CAPABILITY_MISSING', 'this llama-server build has no --mmproj flag, so it cannot load the card\'s projector: update the engine (shoal doctor --fix)');
+  }
+  const args = ['--mmproj', path];
+  if (input.gpuLayers === 0 || input.rpcServers.length > 0) args.push('--no-mmproj-offload');
+  else if (input.devices.length > 0 && features.mmprojDevice) args.push('--mmproj-device', input.devices[0]!);
   return args;
 }
 

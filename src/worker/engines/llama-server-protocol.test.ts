@@ -280,6 +280,67 @@ test('an answer that ended at end-of-text does not count that token, as the llam
   assert.deepEqual((length.at(-1) as { usage: unknown }).usage, { promptTokens: 5, completionTokens: 2 });
 });
 
+// The final chunks as the pinned llama-server writes them (tools/server/server-task.cpp:
+// `to_json_non_oaicompat` on /completion, `to_json_oaicompat_chat_stream` with include_usage on chat;
+// `timings` is server_slot_stats::to_json, whose `cache_n` is the slot's reused prompt prefix).
+const TIMINGS = (cacheN: number): Record<string, number> => ({
+  cache_n: cacheN,
+  prompt_n: 3,
+  prompt_ms: 1.2,
+  prompt_per_token_ms: 0.4,
+  prompt_per_second: 2500,
+  predicted_n: 2,
+  predicted_ms: 3.1,
+  predicted_per_token_ms: 1.55,
+  predicted_per_second: 645,
+});
+const completionFinal = (cacheN: number): unknown => ({
+  index: 0,
+  content: '',
+  tokens: [],
+  id_slot: 0,
+  stop: true,
+  model: 'm',
+  tokens_predicted: 2,
+  tokens_evaluated: 40,
+  has_new_line: false,
+  truncated: false,
+  stop_type: 'limit',
+  stopping_word: '',
+  // The slot's whole cache after the answer, not what was reused: never read as the cached count.
+  tokens_cached: 41,
+  timings: TIMINGS(cacheN),
+});
+const chatUsage = (cached: number, cacheN = cached): unknown => ({
+  choices: [],
+  created: 1,
+  id: 'chatcmpl-x',
+  model: 'm',
+  system_fingerprint: 'b1-x',
+  object: 'chat.completion.chunk',
+  usage: { completion_tokens: 2, prompt_tokens: 40, total_tokens: 42, prompt_tokens_details: { cached_tokens: cached } },
+  timings: TIMINGS(cacheN),
+});
+
+test("the server's reused prompt prefix becomes usage.cachedPromptTokens, absent when none was reused", () => {
+  const reused = translate(OFF, [{ content: 'ab', stop: false }, completionFinal(37)], 'completion');
+  assert.deepEqual((reused.at(-1) as { usage: unknown }).usage, { promptTokens: 40, completionTokens: 2, cachedPromptTokens: 37 });
+  const cold = translate(OFF, [{ content: 'ab', stop: false }, completionFinal(0)], 'completion');
+  assert.deepEqual((cold.at(-1) as { usage: unknown }).usage, { promptTokens: 40, completionTokens: 2 });
+
+  const chat = translate(OFF, [delta({ content: 'ab' }), delta({}, 'length'), chatUsage(37)], 'chat');
+  assert.deepEqual((chat.at(-1) as { usage: unknown }).usage, { promptTokens: 40, completionTokens: 2, cachedPromptTokens: 37 });
+  const chatCold = translate(OFF, [delta({ content: 'ab' }), delta({}, 'length'), chatUsage(0)], 'chat');
+  assert.deepEqual((chatCold.at(-1) as { usage: unknown }).usage, { promptTokens: 40, completionTokens: 2 });
+  // The OpenAI-shaped count is the one read when both are there; timings alone still count.
+  const timingsOnly = { ...(usage(40, 2) as object), timings: TIMINGS(12) };
+  const fromTimings = translate(OFF, [delta({ content: 'ab' }), delta({}, 'length'), timingsOnly], 'chat');
+  assert.deepEqual((fromTimings.at(-1) as { usage: unknown }).usage, { promptTokens: 40, completionTokens: 2, cachedPromptTokens: 12 });
+  // Never more than the prompt holds.
+  const over = translate(OFF, [{ content: 'ab', stop: false }, completionFinal(99)], 'completion');
+  assert.deepEqual((over.at(-1) as { usage: unknown }).usage, { promptTokens: 40, completionTokens: 2, cachedPromptTokens: 40 });
+});
+
 test('a call cut by the token limit is reported as the truncation it is', () => {
   const events = translate({ mode: 'lazy', native: true }, [delta({ tool_calls: [{ index: 0, id: 'a', function: { name: 'get_time', arguments: '{' } }] }), delta({}, 'length'), usage(5, 16)], 'chat');
   assert.equal((events.at(-1) as { finishReason: string }).finishReason, 'length');

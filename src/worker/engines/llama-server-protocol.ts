@@ -14,7 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { ShoalError, type ErrorCode } from '../../common/errors.js';
-import type { ChatMessage, CountTask, FinishReason, InferenceTask, TaskEvent, TokenLogprob, ToolChoice, ToolDefinition } from '../../wire/task.js';
+import type { ChatMessage, CountTask, FinishReason, InferenceTask, TaskEvent, TaskImage, TokenLogprob, ToolChoice, ToolDefinition, Usage } from '../../wire/task.js';
 import { toolCallSchema } from '../runner/grammar-schema.js';
 import { OutputParser, TOOL_CALL_CLOSE, type ParsedEvent, type ToolMode } from '../runner/output-parser.js';
 import { toChatHistory } from '../runner/prompt.js';
@@ -38,14 +38,43 @@ export function toolPlan(task: Pick<InferenceTask, 'prompt' | 'tools' | 'toolCho
 
 type OaiMessage = Record<string, unknown>;
 
+/** An image as an OpenAI content part: llama-server takes data URLs (and decodes them with its own image loader). */
+function imagePart(image: TaskImage): Record<string, unknown> {
+  return { type: 'image_url', image_url: { url: `data:${image.mediaType};base64,${image.data}` } };
+}
+
+/**
+ * A user turn's content: the plain string without images (what every template expects), else the
+ * images then the text as content parts; llama-server puts a media marker where each image was.
+ */
+function userContent(text: string, images: readonly TaskImage[] | undefined): string | Array<Record<string, unknown>> {
+  if (images === undefined || images.length === 0) return text;
+  return [...images.map(imagePart), { type: 'text', text }];
+}
+
+/**
+ * Where each user message's images go in toChatHistory's turns, by turn index. A user message is
+ * always a turn of its own (only tool results merge into the turn before), so its turn is the last
+ * but one of the history of the messages up to it (the last is the opened reply).
+ */
+function historyImages(messages: readonly ChatMessage[], tools: readonly ToolDefinition[], choice: ToolChoice): Map<number, TaskImage[]> {
+  const out = new Map<number, TaskImage[]>();
+  messages.forEach((message, i) => {
+    if (message.role !== 'user' || message.images === undefined || message.images.length === 0) return;
+    out.set(toChatHistory(messages.slice(0, i + 1), tools, choice).length - 2, message.images);
+  });
+  return out;
+}
+
 /** Messages for llama-server's chat endpoint, with the tools its template renders (native) or ours. */
 export function chatMessages(messages: readonly ChatMessage[], tools: readonly ToolDefinition[], choice: ToolChoice, native: boolean): OaiMessage[] {
   if (native || tools.length === 0 || choice.mode === 'none') {
     return messages.map((message): OaiMessage => {
       switch (message.role) {
         case 'system':
-        case 'user':
           return { role: message.role, content: message.content };
+        case 'user':
+          return { role: message.role, content: userContent(message.content, message.images) };
         case 'assistant':
           return {
             role: 'assistant',
@@ -63,15 +92,16 @@ export function chatMessages(messages: readonly ChatMessage[], tools: readonly T
   // Shoal's convention, rendered by the same code the llama_cpp engine uses, then handed to the
   // template as plain turns.
   const history = toChatHistory(messages, tools, choice);
+  const images = historyImages(messages, tools, choice);
   const last = history.at(-1);
   // toChatHistory ends with an empty model turn to open the reply; llama-server opens it itself.
   if (last?.type === 'model' && last.response.length === 0) history.pop();
-  return history.map((item): OaiMessage => {
+  return history.map((item, index): OaiMessage => {
     switch (item.type) {
       case 'system':
         return { role: 'system', content: typeof item.text === 'string' ? item.text : String(item.text) };
       case 'user':
-        return { role: 'user', content: item.text };
+        return { role: 'user', content: userContent(item.text, images.get(index)) };
       case 'model':
         return { role: 'assistant', content: item.response.filter((part): part is string => typeof part === 'string').join('') };
     }
@@ -157,12 +187,32 @@ export function chatRequestBody(task: InferenceTask & { prompt: { kind: 'chat' }
   return body;
 }
 
-export function completionRequestBody(task: InferenceTask, plan: ToolPlan, promptTokens: readonly number[], nPredict: number): Record<string, unknown> {
+/** A text prompt with images in llama-server's multimodal form: one media marker per image, before the text. */
+export interface MultimodalPrompt {
+  prompt_string: string;
+  /** The images' bytes, base64, in marker order. */
+  multimodal_data: string[];
+}
+
+/**
+ * `marker` is the server's media marker (`/props` media_marker, random per process, so user text
+ * cannot spell it by accident). The server tokenizes `prompt_string` with special-token parsing on:
+ * the runner makes sure the text spells no control token first (llama-server.ts).
+ */
+export function multimodalPrompt(text: string, images: readonly TaskImage[], marker: string): MultimodalPrompt {
+  return { prompt_string: marker.repeat(images.length) + text, multimodal_data: images.map((image) => image.data) };
+}
+
+/**
+ * `prompt`: token ids, or a text prompt with images (multimodalPrompt), which only the server can
+ * tokenize around its media markers.
+ */
+export function completionRequestBody(task: InferenceTask, plan: ToolPlan, prompt: readonly number[] | MultimodalPrompt, nPredict: number): Record<string, unknown> {
   const stops = serverStops(task, plan);
   const body: Record<string, unknown> = {
     // Token ids, tokenized by Shoal with special-token parsing off: user text that spells a control
     // token stays text, as in the llama_cpp engine.
-    prompt: promptTokens,
+    prompt,
     stream: true,
     n_predict: nPredict,
     cache_prompt: true,
@@ -320,6 +370,7 @@ const CompletionChunk = z.object({
   tokens_predicted: z.number().int().optional(),
   tokens_evaluated: z.number().int().optional(),
   completion_probabilities: TokenProbabilities.optional(),
+  timings: z.object({ cache_n: z.number().int().nonnegative().optional() }).loose().optional(),
   error: z.unknown().optional(),
 });
 
@@ -345,7 +396,14 @@ const ChatChunk = z.object({
       }),
     )
     .optional(),
-  usage: z.object({ prompt_tokens: z.number().int(), completion_tokens: z.number().int() }).optional(),
+  usage: z
+    .object({
+      prompt_tokens: z.number().int(),
+      completion_tokens: z.number().int(),
+      prompt_tokens_details: z.object({ cached_tokens: z.number().int().nonnegative().optional() }).loose().optional(),
+    })
+    .optional(),
+  timings: z.object({ cache_n: z.number().int().nonnegative().optional() }).loose().optional(),
   __verbose: z.object({ stop_type: z.string().optional(), stopping_word: z.string().optional() }).optional(),
   error: z.unknown().optional(),
 });
@@ -386,7 +444,7 @@ export class StreamTranslator {
   private serverFinish: string | null = null;
   private stopType: string | null = null;
   private stoppingWord: string | null = null;
-  private usage: { promptTokens: number; completionTokens: number } | null = null;
+  private usage: Usage | null = null;
   private nativeCalls = new Map<number, { id: string; name: string }>();
   private finished = false;
 
@@ -411,7 +469,10 @@ export class StreamTranslator {
       this.stopType = chunk.stop_type ?? null;
       this.stoppingWord = chunk.stopping_word ?? null;
       this.serverFinish = chunk.stop_type === 'limit' ? 'length' : 'stop';
-      this.usage = { promptTokens: chunk.tokens_evaluated ?? this.options.promptTokens, completionTokens: chunk.tokens_predicted ?? 0 };
+      this.usage = withCached(
+        { promptTokens: chunk.tokens_evaluated ?? this.options.promptTokens, completionTokens: chunk.tokens_predicted ?? 0 },
+        chunk.timings?.cache_n,
+      );
     }
     return events;
   }
@@ -432,7 +493,10 @@ export class StreamTranslator {
       if (choice.finish_reason) this.serverFinish = choice.finish_reason;
     }
     if (chunk.usage) {
-      this.usage = { promptTokens: chunk.usage.prompt_tokens, completionTokens: chunk.usage.completion_tokens };
+      this.usage = withCached(
+        { promptTokens: chunk.usage.prompt_tokens, completionTokens: chunk.usage.completion_tokens },
+        chunk.usage.prompt_tokens_details?.cached_tokens ?? chunk.timings?.cache_n,
+      );
       this.finished = true;
     }
     return events;
@@ -492,6 +556,17 @@ export class StreamTranslator {
     events.push({ type: 'end', finishReason, stopSequence, usage });
     return events;
   }
+}
+
+/**
+ * The prompt tokens llama-server took from the slot's cache (`n_prompt_cached`: the final chunk's
+ * `timings.cache_n` on `/completion`, `usage.prompt_tokens_details.cached_tokens` on chat), absent
+ * when none were, as the llama_cpp engine reports it. Clamped to the prompt: a count the server
+ * made of some other prompt must not claim more than this one holds.
+ */
+function withCached(usage: Usage, cached: number | undefined): Usage {
+  const count = Math.min(cached ?? 0, usage.promptTokens);
+  return count > 0 ? { ...usage, cachedPromptTokens: count } : usage;
 }
 
 function newCallId(): string {

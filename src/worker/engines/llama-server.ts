@@ -10,7 +10,7 @@ import { AsyncQueue } from '../../common/async-queue.js';
 import { ShoalError } from '../../common/errors.js';
 import { formatPath } from '../../common/format-path.js';
 import type { Logger } from '../../common/log.js';
-import { RunnerTask, type CountTask, type EmbeddingTask, type InferenceTask, type TaskEvent } from '../../wire/task.js';
+import { promptImages, RunnerTask, type CountTask, type EmbeddingTask, type InferenceTask, type TaskEvent, type TaskImage } from '../../wire/task.js';
 import type { ModelFacts } from '../runner/protocol.js';
 import { DEFAULT_CRASH_LOOP, withOverrides } from '../crash-loop.js';
 import type { InstanceRunner, RunnerStatus } from '../runner-contract.js';
@@ -23,6 +23,7 @@ import {
   completionRequestBody,
   contextExceeded,
   countTaskChoice,
+  multimodalPrompt,
   promptProgressTotal,
   serverError,
   SseDecoder,
@@ -77,6 +78,8 @@ export interface LlamaServerRunnerOptions {
    * node's SHOAL_SPECULATIVE is 0, so the same card can be measured without it.
    */
   draft?: DraftInput;
+  /** The card's multimodal projector (`--mmproj`): the instance then takes images. Absent: text only. */
+  projectorPath?: string;
   /** Requests allowed to wait for a reservation; more are refused with QUEUE_FULL. Default 256. */
   maxQueuedRequests?: number;
   /** Spawn to ready before the server is killed as hung. Default 180 000. */
@@ -100,6 +103,10 @@ interface ServerFacts {
   /** Tokens per slot as the server applies them (capped at the model's trained context). */
   slotContextTokens: number;
   templateSupportsTools: boolean;
+  /** The server loaded a projector that takes images (`/props` modalities.vision). */
+  vision: boolean;
+  /** Where an image goes in a multimodal `/completion` prompt (`/props` media_marker, random per process); null when the server does not say. */
+  mediaMarker: string | null;
   model: ModelFacts | null;
 }
 
@@ -204,6 +211,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
             kvCacheType: options.kvCacheType ?? 'f16',
             flashAttention: options.flashAttention ?? 'auto',
             draft: speculativeEnabled(process.env) ? options.draft : undefined,
+            projectorPath: options.projectorPath,
           },
           await probeServerFeatures(options.binaryPath),
         ),
@@ -348,7 +356,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
   private failure(request: Request, error: unknown): ShoalError {
     const reason: unknown = request.abort.signal.reason;
     if (request.abort.signal.aborted && reason instanceof ShoalError) return reason;
-    if (error instanceof ShoalError) return error;
+    if (error instanceof ShoalError) return imageRefusal(request.task, error) ?? error;
     this.options.log.error({ err: error }, 'llama-server request failed');
     return new ShoalError('INTERNAL', `internal error talking to llama-server: ${(error as Error).message}`, { cause: error });
   }
@@ -419,7 +427,12 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
     const nPredictFor = (promptTokens: number): number => Math.min(maxTokens ?? Infinity, slotTokens - promptTokens);
     let promptTokens: number | null;
     let body: Record<string, unknown>;
-    if (task.prompt.kind === 'text') {
+    const images = this.imagesOf(task);
+    if (task.prompt.kind === 'text' && images.length > 0) {
+      const { prompt, tokens } = await this.multimodalText(request, task.prompt.text, images);
+      promptTokens = tokens;
+      body = completionRequestBody(task, plan, prompt, 0);
+    } else if (task.prompt.kind === 'text') {
       const tokens = await this.tokenize(request, task.prompt.text);
       promptTokens = tokens.length;
       body = completionRequestBody(task, plan, tokens, 0);
@@ -467,7 +480,10 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
     const signal = request.abort.signal;
     await this.process.whenReady(signal);
     let promptTokens: number;
-    if (task.prompt.kind === 'text') {
+    const images = this.imagesOf(task);
+    if (task.prompt.kind === 'text' && images.length > 0) {
+      promptTokens = (await this.multimodalText(request, task.prompt.text, images)).tokens;
+    } else if (task.prompt.kind === 'text') {
       promptTokens = (await this.tokenize(request, task.prompt.text)).length;
     } else {
       promptTokens = await this.countChat(request, chatCountBody(task.prompt, task.tools, countTaskChoice(task), this.facts!.templateSupportsTools));
@@ -535,9 +551,37 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
   // -------------------------------------------------------------------------------------------
   // HTTP
 
-  /** Prompt tokens of text, with BOS as the model wants it and control-token text left as text. */
-  private async tokenize(request: Request, text: string): Promise<number[]> {
-    const answer = await this.prepare(request, '/tokenize', { content: text, add_special: true, parse_special: false });
+  /** A task's images, refused unless this server loaded a projector. */
+  private imagesOf(task: InferenceTask | CountTask): TaskImage[] {
+    const images = promptImages(task.prompt);
+    if (images.length > 0 && !this.facts!.vision) {
+      throw new ShoalError('CAPABILITY_MISSING', 'this model instance does not take images (no projector loaded): send the request to a vision model, whose card names a projector');
+    }
+    return images;
+  }
+
+  /**
+   * A text prompt with images, for `/completion`, and its token count. The server tokenizes a
+   * multimodal prompt itself, with special-token parsing on, so text that spells a control token is
+   * refused rather than read as one (token ids, the text-only form, keep such text as text). The
+   * images' share of the count is what they add to a one-turn chat: the template's text cancels out.
+   */
+  private async multimodalText(request: Request, text: string, images: TaskImage[]): Promise<{ prompt: ReturnType<typeof multimodalPrompt>; tokens: number }> {
+    const marker = this.facts!.mediaMarker;
+    if (marker === null) throw new ShoalError('CAPABILITY_MISSING', 'this llama-server build does not say its media marker, so a text prompt cannot carry images: send them in a chat, or update the engine (shoal doctor --fix)');
+    const [plain, special] = await Promise.all([this.tokenize(request, text), this.tokenize(request, text, true)]);
+    if (plain.length !== special.length || plain.some((token, i) => token !== special[i])) {
+      throw new ShoalError('BAD_REQUEST', 'a prompt with images must not spell a control token of the model (such as its chat markers): remove it, or send the conversation as chat messages', { param: 'prompt' });
+    }
+    const turn = (list: TaskImage[] | undefined): Record<string, unknown> =>
+      chatCountBody({ kind: 'chat', messages: [{ role: 'user', content: '', ...(list ? { images: list } : {}) }] }, [], { mode: 'none' }, false);
+    const [withImages, without] = await Promise.all([this.countChat(request, turn(images)), this.countChat(request, turn(undefined))]);
+    return { prompt: multimodalPrompt(text, images, marker), tokens: plain.length + withImages - without };
+  }
+
+  /** Prompt tokens of text, with BOS as the model wants it and control-token text left as text (unless `parseSpecial`). */
+  private async tokenize(request: Request, text: string, parseSpecial = false): Promise<number[]> {
+    const answer = await this.prepare(request, '/tokenize', { content: text, add_special: true, parse_special: parseSpecial });
     const tokens = (answer as { tokens?: unknown }).tokens;
     if (!Array.isArray(tokens) || !tokens.every((t) => typeof t === 'number')) throw new Error('llama-server /tokenize answered without tokens');
     return tokens as number[];
@@ -643,6 +687,8 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
       default_generation_settings?: { n_ctx?: number };
       chat_template_caps?: { supports_tools?: boolean; supports_tool_calls?: boolean };
       model_ftype?: string;
+      modalities?: { vision?: boolean };
+      media_marker?: string;
     };
     const slotContextTokens = props.default_generation_settings?.n_ctx;
     if (typeof slotContextTokens !== 'number' || slotContextTokens < 1) throw new Error('/props does not give the slot context size');
@@ -650,6 +696,8 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
     return {
       slotContextTokens,
       templateSupportsTools: caps.supports_tools === true && caps.supports_tool_calls === true,
+      vision: props.modalities?.vision === true,
+      mediaMarker: typeof props.media_marker === 'string' && props.media_marker !== '' ? props.media_marker : null,
       model: await this.modelFacts(port, signal, props.model_ftype ?? null),
     };
   }
@@ -677,6 +725,15 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
       return null;
     }
   }
+}
+
+/**
+ * llama-server's refusal of an image its decoder cannot read, which it reports as a server error
+ * (HTTP 500) on some routes: the request's fault, said as such. Null for any other error.
+ */
+function imageRefusal(task: RunnerTask, error: ShoalError): ShoalError | null {
+  if (task.kind === 'embed' || !/failed to load image/i.test(error.message) || promptImages(task.prompt).length === 0) return null;
+  return new ShoalError('BAD_REQUEST', 'the model could not decode an image of the request: send PNG, JPEG, GIF or WebP files that open in an image viewer', { param: task.prompt.kind === 'chat' ? 'messages' : 'images' });
 }
 
 function contextOverflow(promptTokens: number, slotTokens: number, param: string): ShoalError {

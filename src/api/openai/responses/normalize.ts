@@ -1,14 +1,17 @@
 import { assertNever, ShoalError } from '../../../common/errors.js';
 import {
   MAX_MESSAGES,
+  promptImages,
   type ChatMessage,
+  type TaskImage,
   type InferenceTask,
   type OutputFormat,
   type ToolChoice as TaskToolChoice,
   type ToolDefinition,
 } from '../../../wire/task.js';
+import { ImageIntake } from '../../images.js';
 import { generateTask } from '../../task-builder.js';
-import type { CreateResponseRequest, FunctionTool, InputItem, TextFormat, ToolChoice } from './schemas.js';
+import type { CreateResponseRequest, FunctionTool, InputImage, InputItem, TextFormat, ToolChoice } from './schemas.js';
 
 /** Arguments schema for a function declared without `parameters`: an object with nothing in it. */
 export const NO_PARAMETERS = { type: 'object', properties: {}, additionalProperties: false };
@@ -30,6 +33,36 @@ function reasoningText(item: Extract<InputItem, { type: 'reasoning' }>): string 
   return item.content ? partsText(item.content) : partsText(item.summary);
 }
 
+type MessageInput = Extract<InputItem, { type: 'message' }>;
+
+/** A message item's text, and its images (decoded, in order) when it is a user message; images anywhere else are refused. */
+function messageParts(item: MessageInput, index: number, images: ImageIntake): { text: string; taken: TaskImage[] } {
+  const text: string[] = [];
+  const taken: TaskImage[] = [];
+  item.content.forEach((part, partIndex) => {
+    if (part.type !== 'input_image') {
+      text.push(part.text);
+      return;
+    }
+    const param = `input[${index}].content[${partIndex}]`;
+    if (item.role !== 'user') throw new ShoalError('BAD_REQUEST', `'${param}' is an image in a ${item.role} message: images go in user messages`, { param });
+    taken.push(inputImage(part, param, images));
+  });
+  return { text: text.join(''), taken };
+}
+
+function inputImage(part: InputImage, param: string, images: ImageIntake): TaskImage {
+  if (part.file_id !== undefined && part.file_id !== null) {
+    throw new ShoalError('UNSUPPORTED_PARAMETER', `unsupported parameter '${param}.file_id': Shoal has no Files API; send the image inline as a data URL in image_url`, {
+      param: `${param}.file_id`,
+    });
+  }
+  if (part.image_url === undefined || part.image_url === null) {
+    throw new ShoalError('BAD_REQUEST', `'${param}' needs image_url: a data URL (data:image/png;base64,...)`, { param: `${param}.image_url` });
+  }
+  return images.url(part.image_url, `${param}.image_url`);
+}
+
 /**
  * Appends Responses items to a conversation. Assistant-side items in a row (reasoning, message,
  * function calls) form one assistant turn, as they come out of one generation.
@@ -40,6 +73,7 @@ export function appendItems(conversation: readonly ChatMessage[], items: readonl
   for (const message of messages) {
     if (message.role === 'assistant') for (const call of message.toolCalls ?? []) callNames.set(call.id, call.name);
   }
+  const images = new ImageIntake(promptImages({ kind: 'chat', messages }));
   const holder: { turn: AssistantMessage | null } = { turn: null };
   const openTurn = (): AssistantMessage => {
     if (holder.turn) return holder.turn;
@@ -52,10 +86,11 @@ export function appendItems(conversation: readonly ChatMessage[], items: readonl
   items.forEach((item, index) => {
     switch (item.type) {
       case 'message': {
-        const text = partsText(item.content);
+        const { text, taken } = messageParts(item, index, images);
         if (item.role !== 'assistant') {
           holder.turn = null;
-          messages.push({ role: item.role === 'user' ? 'user' : 'system', content: text });
+          if (item.role === 'user') messages.push({ role: 'user', content: text, ...(taken.length > 0 ? { images: taken } : {}) });
+          else messages.push({ role: 'system', content: text });
           return;
         }
         // A second answer is a new turn; an answer after the turn's reasoning belongs to it.

@@ -9,7 +9,7 @@ import type { Dispatcher } from '../../dispatch.js';
 import { appendItems, NO_PARAMETERS, responseRequestToTask } from './normalize.js';
 import { responsesRoutes } from './routes.js';
 import { parseCreateResponse, type CreateResponseRequest } from './schemas.js';
-import { ResponseAssembler, responseEcho, type ResponsesIdPrefix, type StreamEvent } from './serialize.js';
+import { ResponseAssembler, responseEcho, responseUsage, type ResponsesIdPrefix, type StreamEvent } from './serialize.js';
 import { ResponseStore, type StoredResponse } from './store.js';
 
 function request(fields: Record<string, unknown>): CreateResponseRequest {
@@ -177,7 +177,7 @@ test('parameters and kinds Shoal does not implement are refused by name', () => 
   refused({ input: 'x', text: { verbosity: 'low' } }, 'UNSUPPORTED_PARAMETER', 'text.verbosity');
   refused({ input: 'x', reasoning: { effort: 'low', summary: 'auto' } }, 'UNSUPPORTED_PARAMETER', 'reasoning.summary');
   refused({ input: 'x', tools: [{ type: 'web_search' }] }, 'UNSUPPORTED_PARAMETER', 'tools[0].type');
-  refused({ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x' }] }] }, 'UNSUPPORTED_PARAMETER', 'input[0].content[0].type');
+  refused({ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file_1' }] }] }, 'UNSUPPORTED_PARAMETER', 'input[0].content[0].type');
   refused({ input: [{ type: 'item_reference', id: 'msg_1' }] }, 'UNSUPPORTED_PARAMETER', 'input[0].type');
   refused({ input: 'x', text: { format: { type: 'grammar' } } }, 'UNSUPPORTED_PARAMETER', 'text.format.type');
   refused({ input: 'x', truncation: 'auto' }, 'BAD_REQUEST', 'truncation');
@@ -233,6 +233,19 @@ test('a text answer streams the OpenAI event sequence and ends incomplete at the
   assert.equal(created.status, 'in_progress');
   assert.deepEqual(created.output, []);
   assert.equal('usage' in created, false, 'the schema has no null usage, so an unfinished response leaves it out');
+});
+
+test("a reused prompt prefix is the usage's cached_tokens, inside input_tokens", () => {
+  const { response } = run([{ type: 'text', text: 'a' }, { type: 'end', finishReason: 'stop', stopSequence: null, usage: { promptTokens: 40, completionTokens: 1, cachedPromptTokens: 31 } }]);
+  assertOpenAIShape('Response', response);
+  assert.deepEqual(response.usage, {
+    input_tokens: 40,
+    input_tokens_details: { cached_tokens: 31, cache_write_tokens: 0 },
+    output_tokens: 1,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 41,
+  });
+  assert.deepEqual(responseUsage({ promptTokens: 3, completionTokens: 0 }).input_tokens_details, { cached_tokens: 0, cache_write_tokens: 0 });
 });
 
 test('reasoning and a function call become their own items with their own events', () => {
@@ -464,4 +477,37 @@ test('the routes check the API key and refuse query parameters they do not imple
   assert.equal(again.statusCode, 404);
   assertOpenAIShape('ErrorResponse', again.json());
   await app.close();
+});
+
+test('input_image parts of user messages become the message images, and stored history counts toward the limits', () => {
+  const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2]).toString('base64');
+  const jpeg = Buffer.from([0xff, 0xd8, 0xff, 0xdb, 5]).toString('base64');
+  const image = (data: string, detail?: string) => ({ type: 'input_image', image_url: `data:image/jpeg;base64,${data}`, ...(detail ? { detail } : {}) });
+  const { task, conversation } = responseRequestToTask(
+    request({ input: [{ role: 'user', content: [{ type: 'input_text', text: 'compare ' }, image(png, 'low'), image(jpeg), { type: 'input_text', text: 'these' }] }] }),
+    [],
+  );
+  const images = [{ mediaType: 'image/png', data: png }, { mediaType: 'image/jpeg', data: jpeg }];
+  assert.deepEqual(task.prompt, { kind: 'chat', messages: [{ role: 'user', content: 'compare these', images }] });
+  // The stored conversation keeps them, so a follow-up with previous_response_id still shows them to the model.
+  assert.deepEqual(conversation, [{ role: 'user', content: 'compare these', images }]);
+
+  const refusedAs = (input: unknown, history: ChatMessage[], code: string, param: string, message: RegExp) =>
+    assert.throws(
+      () => responseRequestToTask(request({ input }), history),
+      (e: unknown) => e instanceof ShoalError && e.code === code && e.param === param && message.test(e.message),
+      `${code} ${param}`,
+    );
+  const user = (...content: unknown[]) => [{ role: 'user', content }];
+  refusedAs(user({ type: 'input_image', image_url: 'https://example.com/a.png' }), [], 'BAD_REQUEST', 'input[0].content[0].image_url', /send the image inline as a data URL/);
+  refusedAs(user({ type: 'input_image', file_id: 'file_1' }), [], 'UNSUPPORTED_PARAMETER', 'input[0].content[0].file_id', /no Files API/);
+  refusedAs(user({ type: 'input_image', detail: 'auto' }), [], 'BAD_REQUEST', 'input[0].content[0].image_url', /needs image_url/);
+  refusedAs(user(image(Buffer.from('GIF8').toString('base64'))), [], 'BAD_REQUEST', 'input[0].content[0].image_url', /not an image/);
+  refusedAs(user(image(Buffer.alloc(8 * 1024 * 1024 + 1, 0xff).toString('base64'))), [], 'PAYLOAD_TOO_LARGE', 'input[0].content[0].image_url', /limit per image/);
+  refusedAs([{ role: 'system', content: [image(png)] }], [], 'BAD_REQUEST', 'input[0].content[0]', /images go in user messages/);
+  refusedAs([{ role: 'assistant', content: [image(png)] }], [], 'BAD_REQUEST', 'input[0].content[0]', /images go in user messages/);
+  const full: ChatMessage[] = [{ role: 'user', content: 'x', images: Array.from({ length: 16 }, () => ({ mediaType: 'image/png' as const, data: png })) }];
+  refusedAs(user(image(png)), full, 'BAD_REQUEST', 'input[0].content[0].image_url', /at most 16 images/);
+  // Text follow-ups to a conversation at the limit still work.
+  responseRequestToTask(request({ input: 'and now?' }), full);
 });

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ShoalError, toShoalError } from '../../../common/errors.js';
 import type { ChatMessage } from '../../../wire/task.js';
 import { fromFastifyError } from '../../fastify-errors.js';
+import { IMAGE_ROUTE_MAX_BODY_BYTES } from '../../images.js';
 import type { FamilyOptions } from '../../family.js';
 import { clientAbortSignal, QUEUE_POSITION_HEADER, SseStream, startTask, writeCoalesced, type StartedTask } from '../../stream.js';
 import { sendOpenAIError } from '../routes.js';
@@ -20,7 +21,7 @@ export async function responsesRoutes(app: FastifyInstance, options: FamilyOptio
   app.setErrorHandler((error, _request, reply) => sendOpenAIError(reply, fromFastifyError(error)));
   app.addHook('onRequest', async (request) => options.apiKeys.check(request.headers));
 
-  app.post('/v1/responses', async (request, reply) => {
+  app.post('/v1/responses', { bodyLimit: IMAGE_ROUTE_MAX_BODY_BYTES }, async (request, reply) => {
     const body = parseCreateResponse(request.body);
     let history: ChatMessage[] = [];
     if (body.previous_response_id) {

@@ -6,7 +6,7 @@ import { parseBody } from '../../validation.js';
 
 /**
  * `POST /v1/responses` bodies as Shoal accepts them. Objects are strict, so a parameter Shoal does not
- * implement is refused by name; a `type` Shoal does not implement (a built-in tool, an image part, an
+ * implement is refused by name; a `type` Shoal does not implement (a built-in tool, a file part, an
  * item kind) is refused by name too, as an unsupported parameter rather than a generic schema error.
  */
 
@@ -37,8 +37,20 @@ const OutputText = z.strictObject({
   logprobs: z.array(z.unknown()).optional(),
 });
 
-const ContentPart = z.discriminatedUnion('type', [InputText, OutputText], {
-  error: unsupportedType('content part type', "Shoal's models read text only (input_text, output_text)"),
+/**
+ * An image for a vision model, as a data URL (src/api/images.ts); `detail` is accepted and ignored.
+ * `file_id` parses so normalize can refuse it by name: Shoal has no Files API.
+ */
+const InputImage = z.strictObject({
+  type: z.literal('input_image'),
+  image_url: z.string().nullable().optional(),
+  file_id: z.string().nullable().optional(),
+  detail: z.enum(['auto', 'low', 'high']).optional(),
+});
+export type InputImage = z.infer<typeof InputImage>;
+
+const ContentPart = z.discriminatedUnion('type', [InputText, OutputText, InputImage], {
+  error: unsupportedType('content part type', 'Shoal reads input_text, output_text and input_image parts'),
 });
 
 /** A plain string is shorthand for one text part. */

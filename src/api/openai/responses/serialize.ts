@@ -118,7 +118,9 @@ export function responseEcho(request: CreateResponseRequest) {
 export function responseUsage(usage: Usage): ResponseUsage {
   return {
     input_tokens: usage.promptTokens,
-    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+    // Part of input_tokens, as in OpenAI's usage. Nothing is "written" in OpenAI's sense: every
+    // prompt lands in a slot's KV cache anyway, unasked and unbilled.
+    input_tokens_details: { cached_tokens: usage.cachedPromptTokens ?? 0, cache_write_tokens: 0 },
     output_tokens: usage.completionTokens,
     // The engine reports one completion count; reasoning tokens are inside output_tokens, not split out.
     output_tokens_details: { reasoning_tokens: 0 },
