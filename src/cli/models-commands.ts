@@ -25,6 +25,8 @@ interface Parsed {
   revision: string | undefined;
   pull: boolean;
   limit: string | undefined;
+  /** `--projector <file|precision>`; false with `--no-projector`. */
+  projector: string | false | undefined;
 }
 
 interface Sub {
@@ -51,19 +53,22 @@ const SUBS: Record<string, Sub> = {
     },
   },
   add: {
-    usage: 'shoal models add <owner/repo>[:<file>|:<quant>] | <./file.gguf> [--revision <sha|branch>] [--pull] [--json]',
+    usage: 'shoal models add <owner/repo>[:<file>|:<quant>] [--revision <sha|branch>] [--projector <file|F16> | --no-projector] [--pull] [--json] | <./file.gguf> [--projector <./mmproj.gguf>]',
     positionals: [1, 1],
-    options: { ...COMMON, revision: { type: 'string' }, pull: { type: 'boolean' } },
+    options: { ...COMMON, revision: { type: 'string' }, pull: { type: 'boolean' }, projector: { type: 'string' }, 'no-projector': { type: 'boolean' } },
     run: async (p) => {
       const client = await connectToNode(p.dataDir);
       const file = localFilePath(p.positionals[0] as string);
       if (file !== null) {
         if (p.revision !== undefined || p.pull) throw new ShoalError('BAD_REQUEST', '--revision and --pull are for hub repos: a local file is added as it is, nothing to download');
-        const added = await client.call<AddFileResult>('POST', '/models/add-file', { path: file });
+        if (p.projector === false) throw new ShoalError('BAD_REQUEST', '--no-projector is for hub repos: a local file is added without a projector unless --projector <mmproj.gguf> names one');
+        // The projector of a local model is a file too, resolved against this shell's directory as the model is.
+        const projector = p.projector === undefined ? {} : { projector: localFilePath(p.projector.startsWith('.') || p.projector.startsWith('/') || p.projector.startsWith('~') ? p.projector : `./${p.projector}`) };
+        const added = await client.call<AddFileResult>('POST', '/models/add-file', { path: file, ...projector });
         print(p.json ? added : formatAddFile(added));
         return 0;
       }
-      const body: Record<string, unknown> = { ...splitSpec(p.positionals[0] as string), ...(p.revision ? { revision: p.revision } : {}), ...(p.pull ? { pull: true } : {}) };
+      const body: Record<string, unknown> = { ...splitSpec(p.positionals[0] as string), ...(p.revision ? { revision: p.revision } : {}), ...(p.pull ? { pull: true } : {}), ...(p.projector !== undefined ? { projector: p.projector } : {}) };
       const result = await client.call<AddResult>('POST', '/models/add', body);
       if (!result.download) {
         print(p.json ? result : formatAdd(result, false));
@@ -170,6 +175,15 @@ export function splitSpec(spec: string): { repo: string; file?: string; quant?: 
   return /\.gguf$/i.test(tail) ? { repo, file: tail } : { repo, quant: tail };
 }
 
+/** `--projector` and `--no-projector` as AddRequest.projector; both at once is a usage error. */
+function projectorOption(values: Record<string, string | boolean | undefined>): string | false | undefined {
+  if (values['no-projector'] === true) {
+    if (values.projector !== undefined) throw new ShoalError('BAD_REQUEST', 'give --projector or --no-projector, not both');
+    return false;
+  }
+  return values.projector as string | undefined;
+}
+
 export async function modelsCommand(name: string, argv: string[]): Promise<number> {
   const sub = SUBS[name];
   if (!sub) {
@@ -201,6 +215,7 @@ export async function modelsCommand(name: string, argv: string[]): Promise<numbe
       revision: values.revision as string | undefined,
       pull: values.pull === true,
       limit: values.limit as string | undefined,
+      projector: projectorOption(values),
     });
   } catch (error) {
     console.error(isShoalError(error) ? error.message : (error as Error).message);
@@ -313,16 +328,19 @@ function formatAddFile(r: AddFileResult): string {
   const how = r.file.stored === 'linked' ? 'hard-linked into the store (same filesystem, no second copy)' : r.file.stored === 'copied' ? 'copied into the store (another filesystem)' : 'already in the store';
   return [
     `${r.created ? 'Added' : 'Updated'} ${r.card.id}: ${r.file.path}, ${formatBytes(r.file.bytes)}, ${how}.`,
+    ...(r.projector ? [`With the projector ${r.projector.path}, ${formatBytes(r.projector.bytes)}: a vision card, served by llama-server.`] : []),
     `Card: ${r.cardFile}`,
     `Serve it with: shoal launch ${r.card.id}`,
   ].join('\n');
 }
 
 function formatAdd(r: AddResult, pulling: boolean): string {
+  const shards = r.hub.files.filter((f) => f.path !== r.hub.projector?.path).length;
   const lines = [
-    `${r.created ? 'Added' : 'Updated'} ${r.card.id}: ${r.hub.file}${r.hub.files.length > 1 ? ` (+${r.hub.files.length - 1} shards)` : ''}, ${formatBytes(r.hub.bytes)}, ${r.hub.repo} at commit ${r.hub.revision.slice(0, 12)}${r.hub.chosen === 'default' ? ' (default quantization)' : ''}.`,
+    `${r.created ? 'Added' : 'Updated'} ${r.card.id}: ${r.hub.file}${shards > 1 ? ` (+${shards - 1} shards)` : ''}${r.hub.projector ? ` with projector ${r.hub.projector.path}` : ''}, ${formatBytes(r.hub.bytes)}, ${r.hub.repo} at commit ${r.hub.revision.slice(0, 12)}${r.hub.chosen === 'default' ? ' (default quantization)' : ''}.`,
     `Card: ${r.cardFile}`,
   ];
+  if (r.hub.projector) lines.push('A vision card: it takes images and is served by llama-server (add with --no-projector for text only).');
   if (r.model.state === 'on-disk') lines.push('Already on disk.');
   else if (!pulling) lines.push(`Download it with: shoal models pull ${r.card.id}`);
   return lines.join('\n');

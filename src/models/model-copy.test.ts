@@ -56,11 +56,14 @@ test('pickHolders: connected active members with a fresh report listing the mode
 });
 
 test('sameCopy names what differs', () => {
-  const record = { repo: 'o/r', revision: REV_A, primaryPath: 'm-Q4.gguf' };
+  const record = { repo: 'o/r', revision: REV_A, primaryPath: 'm-Q4.gguf', files: [{ path: 'm-Q4.gguf' }] };
   assert.equal(sameCopy(record, { repo: 'o/r', revision: REV_A, file: 'm-Q4.gguf' }), null);
   assert.equal(sameCopy(record, { repo: 'o/r', revision: REV_A, file: null }), null);
   assert.match(sameCopy(record, { repo: 'o/r', revision: REV_B, file: 'm-Q4.gguf' }) ?? '', /holds o\/r@aaaaaaaaaaaa, not o\/r@bbbbbbbbbbbb/);
   assert.match(sameCopy(record, { repo: 'o/r', revision: REV_A, file: 'm-Q8.gguf' }) ?? '', /loads m-Q4\.gguf, not m-Q8\.gguf/);
+  // A vision card wants the projector with the model: a copy of the model alone is not it.
+  assert.match(sameCopy(record, { repo: 'o/r', revision: REV_A, file: 'm-Q4.gguf', projector: 'mmproj-f16.gguf' }) ?? '', /has no projector mmproj-f16\.gguf/);
+  assert.equal(sameCopy({ ...record, files: [...record.files, { path: 'mmproj-f16.gguf' }] }, { repo: 'o/r', revision: REV_A, file: 'm-Q4.gguf', projector: 'mmproj-f16.gguf' }), null);
 });
 
 test('copy requests and frames are strict', () => {

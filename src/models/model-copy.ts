@@ -167,9 +167,17 @@ export function pickHolders(
   return out.sort((a, b) => a.ageMs - b.ageMs || (a.nodeId < b.nodeId ? -1 : 1));
 }
 
-/** Whether a member's copy is the one wanted: same repo, commit and file to load. */
-export function sameCopy(record: Pick<PeerModelRecord, 'repo' | 'revision' | 'primaryPath'>, want: { repo: string; revision: string; file: string | null }): string | null {
+/**
+ * Whether a member's copy is the one wanted: same repo, commit and file to load, and, for a vision
+ * model, holding the projector its card names (`want.projector`, a path in the repo).
+ */
+export function sameCopy(
+  record: Pick<PeerModelRecord, 'repo' | 'revision' | 'primaryPath'> & { files: readonly { path: string }[] },
+  want: { repo: string; revision: string; file: string | null; projector?: string | null },
+): string | null {
   if (record.repo !== want.repo || record.revision !== want.revision) return `it holds ${record.repo}@${record.revision.slice(0, 12)}, not ${want.repo}@${want.revision.slice(0, 12)}`;
   if (want.file !== null && record.primaryPath !== want.file) return `its copy loads ${record.primaryPath}, not ${want.file}`;
+  const projector = want.projector ?? null;
+  if (projector !== null && !record.files.some((f) => f.path === projector)) return `its copy has no projector ${projector}`;
   return null;
 }

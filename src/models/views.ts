@@ -128,6 +128,12 @@ export interface AddRequest {
   quant?: string;
   revision?: string;
   pull?: boolean;
+  /**
+   * The multimodal projector of a vision repo to fetch and serve with the model: a file or precision
+   * (`mmproj-F16.gguf`, `F16`); false for a text-only card. Default: the repo's projector, if it has
+   * one (F16, then BF16, Q8_0, F32, else the smallest), making the card a vision card.
+   */
+  projector?: string | false;
 }
 
 export interface AddResult {
@@ -135,7 +141,8 @@ export interface AddResult {
   cardFile: string;
   /** False when an earlier card of `shoal models add` for the same model was replaced. */
   created: boolean;
-  hub: { endpoint: string; repo: string; requestedRevision: string; revision: string; file: string; files: { path: string; size: number; sha256: string | null }[]; bytes: number; chosen: 'named' | 'default' };
+  /** `files` and `bytes` include the projector's, which `projector` names (null: a text-only card). */
+  hub: { endpoint: string; repo: string; requestedRevision: string; revision: string; file: string; files: { path: string; size: number; sha256: string | null }[]; bytes: number; chosen: 'named' | 'default'; projector: { path: string; size: number } | null };
   model: ModelView;
   download: DownloadView | null;
 }
@@ -144,6 +151,8 @@ export interface AddResult {
 export interface AddFileRequest {
   /** Absolute path on the node's machine (the CLI resolves a relative one against its own directory). */
   path: string;
+  /** A vision model's multimodal projector (`mmproj` GGUF), absolute as `path`: imported with it, making the card a vision card. */
+  projector?: string;
 }
 
 export interface AddFileResult {
@@ -161,6 +170,8 @@ export interface AddFileResult {
     /** `linked`: a hard link (same filesystem, no extra disk); `copied`: another filesystem; `present`: already in the store. */
     stored: 'linked' | 'copied' | 'present';
   };
+  /** The projector imported with it (its path as given, its name in the store), null without one. */
+  projector: { path: string; storedPath: string; bytes: number; sha256: string } | null;
   model: ModelView;
 }
 

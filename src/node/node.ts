@@ -270,9 +270,11 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     runnersOf: (nodeId) => telemetry.runnersOf(nodeId),
     offerBytes: (excludeBytes) => telemetry.offerNow(excludeBytes),
     // A file this node already has (built-in, a file card, a finished download), else the download it starts or joins.
+    // A stale copy (another revision, or a vision model's without its projector) is completed first: the card says what serves.
     modelPath: async (modelId, signal) => {
       const known = await placement.modelFacts(modelId).catch(() => null);
-      if (known?.path) return known.path;
+      const stale = known?.path ? (await models.get(modelId).catch(() => null))?.state === 'stale' : false;
+      if (known?.path && !stale) return known.path;
       return models.waitForDownload(modelId, signal);
     },
     engines,

@@ -12,6 +12,7 @@
 //         + draft (the card's runtime.speculative, on the part holding the output) =
 //                       its weights + its KV (f16, the same cells) + its logits (vocab × min(512, sequences) × 4)
 //                       + attention scores (flash attention off only) + 10% × its weights
+//         + projector (a vision card's mmproj, on the part holding the output) = its file's bytes + 10%
 //   admitted when total + 64 MiB < free (strictly).
 //
 // Why each term, from llama.cpp (commit bundled with node-llama-cpp, llama-kv-cache.cpp, llama-context.cpp):
@@ -36,6 +37,11 @@
 //   lives in the llama-server process, so it pays no floor of its own. It sits with the output: in RAM
 //   on a CPU part (and on a GPU part that spilled, whose output stays in RAM), on the device holding the
 //   output otherwise, its token embeddings on the host as llama.cpp keeps every input layer.
+// - Projector (llama.cpp mtmd, loaded by llama-server's own process from `--mmproj`): its weights are
+//   the file's bytes (a GGUF is its tensors and a small header); 10% stands for its compute buffer,
+//   which mtmd reserves for one image at the projector's own resolution. It is counted where the draft
+//   is (with the output: the single part, or the driver of a split). The compute buffer of a real
+//   projector was not measured here (only the generated one, whose buffer is a few hundred kB).
 
 import { formatBytes } from '../common/format-bytes.js';
 import type { FlashAttentionMode } from '../models/cards/card.js';
@@ -100,6 +106,8 @@ export interface MemoryOptions {
    * runtime.speculative), counted on the part that holds the output; absent: none is loaded.
    */
   draft?: GgufFacts | undefined;
+  /** The bytes of the projector file llama-server loads beside a vision model, counted with the draft; absent: none. */
+  projectorBytes?: number | undefined;
 }
 
 export interface MemoryEstimate {
@@ -116,6 +124,8 @@ export interface MemoryEstimate {
   floorBytes: number;
   /** The speculative draft's share of this part (weights, KV, logits, overhead); 0 without one. */
   draftBytes: number;
+  /** The vision projector's weights and compute margin on this part; 0 without one. */
+  projectorBytes: number;
   totalBytes: number;
   /** The arithmetic, one line per term, for refusals and the dry-run preview. */
   arithmetic: string[];
@@ -209,7 +219,9 @@ function estimateTerms(facts: GgufFacts, share: LayerShare, options: MemoryOptio
   const floorBytes = terms.floorBytes;
   const draft = options.draft === undefined ? null : draftTerm(options.draft, terms.draft, kvCells, options);
   const draftBytes = draft?.bytes ?? 0;
-  const totalBytes = weightsBytes + kvBytes + outputWorkspaceBytes + attentionScoresBytes + overheadBytes + floorBytes + draftBytes;
+  const projectorFile = terms.draft === 'all' || terms.draft === 'device' ? (options.projectorBytes ?? 0) : 0;
+  const projectorBytes = projectorFile + Math.ceil(projectorFile * OVERHEAD_FRACTION);
+  const totalBytes = weightsBytes + kvBytes + outputWorkspaceBytes + attentionScoresBytes + overheadBytes + floorBytes + draftBytes + projectorBytes;
   const layers = share.layerCount === 0 ? 'no layers' : `layers ${share.firstLayer}-${share.firstLayer + share.layerCount - 1}`;
   const extras = terms.embeddings && terms.output ? ' + embeddings and output head' : terms.embeddings ? ' + embeddings' : terms.output ? ' + output head' : '';
   const arithmetic = [
@@ -220,9 +232,10 @@ function estimateTerms(facts: GgufFacts, share: LayerShare, options: MemoryOptio
     `overhead ${formatBytes(overheadBytes)} = ${OVERHEAD_FRACTION * 100}% of weights`,
     `${floorBytes === DEVICE_FLOOR_BYTES ? 'device floor' : 'floor'} ${formatBytes(floorBytes)}`,
     ...(draft !== null ? [draft.line] : []),
+    ...(projectorBytes > 0 ? [`projector ${formatBytes(projectorBytes)} = its file ${formatBytes(projectorFile)} + ${OVERHEAD_FRACTION * 100}%`] : []),
     `total ${formatBytes(totalBytes)}`,
   ];
-  return { share, contextTokens, sequences, kvCacheType, kvCells, weightsBytes, kvBytes, outputWorkspaceBytes, attentionScoresBytes, overheadBytes, floorBytes, draftBytes, totalBytes, arithmetic };
+  return { share, contextTokens, sequences, kvCacheType, kvCells, weightsBytes, kvBytes, outputWorkspaceBytes, attentionScoresBytes, overheadBytes, floorBytes, draftBytes, projectorBytes, totalBytes, arithmetic };
 }
 
 /** A part in system RAM on a CPU backend: its layers, and embeddings plus output head when it holds the output. */
@@ -267,6 +280,8 @@ export interface CeilingOptions {
   flashAttention?: FlashAttentionMode;
   /** The draft loaded beside the model (MemoryOptions.draft). */
   draft?: GgufFacts | undefined;
+  /** The projector loaded beside the model (MemoryOptions.projectorBytes). */
+  projectorBytes?: number | undefined;
 }
 
 /**
@@ -286,6 +301,7 @@ export function contextCeiling(facts: GgufFacts, freeBytes: number, parallel: nu
       kvCacheType,
       ...(options.flashAttention !== undefined ? { flashAttention: options.flashAttention } : {}),
       ...(options.draft !== undefined ? { draft: options.draft } : {}),
+      ...(options.projectorBytes !== undefined ? { projectorBytes: options.projectorBytes } : {}),
     });
   const smallest = at(CONTEXT_STEP_TOKENS);
   const perToken = (at(2 * CONTEXT_STEP_TOKENS).totalBytes - smallest.totalBytes) / CONTEXT_STEP_TOKENS;

@@ -20,6 +20,12 @@ export interface PlanInput {
    * not on this node: its memory is then not counted, and the plan says so.
    */
   draft?: GgufFacts | undefined;
+  /**
+   * The bytes of the card's projector file (a vision card's mmproj), which llama-server loads beside
+   * the model: counted with the part holding the output. Absent when the card names none or the file
+   * is not on this node.
+   */
+  projectorBytes?: number | undefined;
 }
 
 /** Per-launch choices; each defaults to the card's runtime knob, else planner.ts's default. */
@@ -140,6 +146,8 @@ export interface Request {
   allowSpill: boolean;
   /** The draft to count (PlanInput.draft); absent when the card names none or its facts are unknown. */
   draft: GgufFacts | undefined;
+  /** The projector's bytes to count (PlanInput.projectorBytes). */
+  projectorBytes: number | undefined;
 }
 
 /** A node that can run the card, with the backend it would use. */
@@ -165,15 +173,16 @@ export function memoryOptions(request: Request): MemoryOptions {
     kvCacheType: request.kvCacheType,
     flashAttention: request.flashAttention,
     ...(request.draft !== undefined ? { draft: request.draft } : {}),
+    ...(request.projectorBytes !== undefined ? { projectorBytes: request.projectorBytes } : {}),
   };
 }
 
-/** memoryOptions for a part run by `backend`: only llama-server loads a draft (the in-process engine and ggml-rpc-server do not). */
+/** memoryOptions for a part run by `backend`: only llama-server loads a draft or a projector (the in-process engine and ggml-rpc-server do not). */
 export function partOptions(request: Request, backend: string): MemoryOptions {
   const options = memoryOptions(request);
   if (engineOf(backend) === 'llama_server') return options;
-  const { draft: _draft, ...withoutDraft } = options;
-  return withoutDraft;
+  const { draft: _draft, projectorBytes: _projector, ...withoutCompanions } = options;
+  return withoutCompanions;
 }
 
 export function describeAsk(card: ModelCard, request: Request): string {
@@ -227,6 +236,9 @@ export function buildPlan(input: PlanInput, request: Request, shape: Plan['shape
       `the draft ${speculative.draft} is not on this node, so its weights and KV cache are not counted in this plan (the node serving the model fetches it at launch): run \`shoal models pull ${speculative.draft}\` and place again for a fit that counts it`,
     );
   }
+  if (input.card.projector !== undefined && request.projectorBytes === undefined) {
+    warnings.push(`the projector of ${input.card.id} is not on this node, so its bytes are not counted in this plan: run \`shoal models pull ${input.card.id}\` and place again for a fit that counts it`);
+  }
   return {
     modelId: input.card.id,
     shape,
@@ -277,7 +289,7 @@ export function fullFit(input: PlanInput, request: Request, c: Candidate): NodeF
 export function ceilingOf(input: PlanInput, request: Request, c: Candidate, share: LayerShare, fit: NodeFit, entry: boolean): number {
   const { facts } = input;
   const options = partOptions(request, c.backend.tag);
-  if (fit.gpuLayers === null) return contextCeiling(facts, c.node.freeBytes, request.parallel, { share, kvCacheType: request.kvCacheType, flashAttention: request.flashAttention, draft: options.draft });
+  if (fit.gpuLayers === null) return contextCeiling(facts, c.node.freeBytes, request.parallel, { share, kvCacheType: request.kvCacheType, flashAttention: request.flashAttention, draft: options.draft, projectorBytes: options.projectorBytes });
   return deviceContextCeiling(facts, share, c.node, c.devices, share.layerCount - fit.spilledLayers, request.parallel, options, entry);
 }
 

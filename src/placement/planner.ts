@@ -73,6 +73,7 @@ function resolveRequest(input: PlanInput, options: PlanOptions): Request | Place
     allowSpill: options.allowSpill ?? false,
     // Facts for a draft the card no longer names would count memory nothing loads.
     draft: card.runtime.speculative !== undefined ? input.draft : undefined,
+    projectorBytes: card.projector !== undefined ? input.projectorBytes : undefined,
   };
   for (const key of ['contextTokens', 'parallel', 'replicas', 'minNodes'] as const) {
     if (!Number.isInteger(request[key]) || request[key] < 1) {

@@ -47,7 +47,7 @@ function splitWarning(input: PlanInput, request: Request, pooled: SpeedPredictio
     .map((c) => ({
       c,
       speed: singleSpeed(facts, c),
-      ceiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { kvCacheType: request.kvCacheType, flashAttention: request.flashAttention, draft: partOptions(request, c.backend.tag).draft }),
+      ceiling: contextCeiling(facts, c.node.freeBytes, request.parallel, { kvCacheType: request.kvCacheType, flashAttention: request.flashAttention, draft: partOptions(request, c.backend.tag).draft, projectorBytes: partOptions(request, c.backend.tag).projectorBytes }),
     }))
     .filter((x) => x.ceiling > 0)
     .sort((a, b) => (b.speed.tokPerS ?? 0) - (a.speed.tokPerS ?? 0))[0];

@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { cardsDir } from '../models/cards/catalog.js';
-import { TINY_MODEL_SPEC } from '../models/generate/builtin.js';
+import { TINY_MODEL_SPEC, TINY_VISION_MODEL_ID } from '../models/generate/builtin.js';
 import { generateRandomModel } from '../models/generate/random-model.js';
 import { newInstanceId } from '../common/ids.js';
 import { InstanceSpec } from '../master/state/instances.js';
@@ -93,6 +93,29 @@ test("a speculative card's facts carry its draft's when the draft's file is here
     const uncounted = planOf({ card: orphan.card, facts: orphan.facts, nodes, draft: orphan.draft }, {});
     assert.equal(uncounted.placements[0]!.estimate.draftBytes, 0);
     assert.ok(uncounted.warnings.some((w) => w.includes('test/missing') && w.includes('not counted')), uncounted.warnings.join('\n'));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("a vision card's facts carry its projector's bytes when the file is here, and none when it is not", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'shoal-projector-facts-'));
+  try {
+    const gguf = join(dir, 'tiny.gguf');
+    await generateRandomModel(TINY_MODEL_SPEC, gguf);
+    await mkdir(cardsDir(dir), { recursive: true });
+    const vision = (projector: string): string =>
+      `id = "test/vl"\nname = "vl"\ntasks = ["chat"]\ncompatible_backends = ["llama_server-cpu"]\n[source]\nkind = "file"\npath = "${gguf}"\n[capabilities]\nvision = true\n[projector]\nkind = "file"\npath = "${projector}"\n`;
+    await writeFile(join(cardsDir(dir), 'vl.toml'), vision(join(dir, 'not-here.gguf')));
+    const service = new PlacementService({ dataDir: dir, downloadedPath: async () => null, log: pino({ level: 'silent' }) } as unknown as PlacementServiceOptions);
+    assert.equal((await service.modelFacts('test/vl')).projectorBytes, undefined, 'a projector not on this node has no bytes to count');
+    // The built-in vision model's projector is generated beside its model and counted at its size.
+    const builtin = await service.modelFacts(TINY_VISION_MODEL_ID);
+    const projectorFile = (await readdir(join(dir, 'models', 'builtin'))).find((f) => f.includes('mmproj'));
+    assert.ok(projectorFile, 'the projector was generated');
+    assert.equal(builtin.projectorBytes, (await stat(join(dir, 'models', 'builtin', projectorFile))).size);
+    await writeFile(join(cardsDir(dir), 'vl.toml'), vision(join(dir, 'models', 'builtin', projectorFile)));
+    assert.equal((await service.modelFacts('test/vl')).projectorBytes, builtin.projectorBytes);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

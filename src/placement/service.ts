@@ -2,6 +2,7 @@
 // runs the pure planner, and turns plans into PlaceInstance / EndInstance commands. Any node can place;
 // the master only checks the decision against the roster (decide.ts).
 
+import { stat } from 'node:fs/promises';
 import { errorMessage, ShoalError } from '../common/errors.js';
 import { newInstanceId, type InstanceId, type NodeId } from '../common/ids.js';
 import type { Logger } from '../common/log.js';
@@ -14,6 +15,7 @@ import { resolveBuiltinModel } from '../models/builtin-store.js';
 import type { CardKvCacheType, FlashAttentionMode, ModelCard } from '../models/cards/card.js';
 import { loadCatalog } from '../models/cards/catalog.js';
 import { readGgufFacts, type GgufFacts } from '../models/cards/gguf-facts.js';
+import { projectorPath } from '../models/projector-file.js';
 import { modelsDir } from '../common/paths.js';
 import type { PlacementError } from './errors.js';
 import type { ClusterNode } from './nodes.js';
@@ -77,6 +79,8 @@ export interface ModelFacts {
    * then says its memory is not counted).
    */
   draft?: GgufFacts;
+  /** The bytes of the card's projector file when it is on this node (a vision card), so placement counts them. */
+  projectorBytes?: number;
 }
 
 function capabilitiesOf(card: ModelCard): ModelCapability[] {
@@ -209,11 +213,21 @@ export class PlacementService {
     if (path === null) {
       throw new ShoalError('MODEL_LOADING', `the GGUF of '${modelId}' is not on this node yet, so its size and layers are unknown: run \`shoal models pull ${modelId}\` first`);
     }
+    let facts: GgufFacts;
     try {
-      return { card, facts: await readGgufFacts(path), path };
+      facts = await readGgufFacts(path);
     } catch (error) {
       throw new ShoalError('MODEL_FAILED', `cannot read the GGUF header of '${modelId}' at ${path}: ${errorMessage(error)}`, { cause: error });
     }
+    const projectorBytes = await this.projectorBytes(card, path);
+    return { card, facts, path, ...(projectorBytes !== null ? { projectorBytes } : {}) };
+  }
+
+  /** The size of a vision card's projector file on this node; null without one, or when it is not here (a pull or the launch fetches it). */
+  private async projectorBytes(card: ModelCard, modelPath: string): Promise<number | null> {
+    const path = await projectorPath(card, modelPath).catch(() => undefined);
+    if (path === undefined) return null;
+    return (await stat(path).catch(() => null))?.size ?? null;
   }
 
   async plan(request: PlaceRequest): Promise<{ model: ModelFacts; result: PlanResult }> {
@@ -233,7 +247,7 @@ export class PlacementService {
       exclusions: this.resolveNodes(request.exclude ?? []),
     };
     const nodes = await this.options.nodes();
-    return { model, result: planPlacement({ card: model.card, facts: model.facts, nodes, draft: model.draft }, options) };
+    return { model, result: planPlacement({ card: model.card, facts: model.facts, nodes, draft: model.draft, projectorBytes: model.projectorBytes }, options) };
   }
 
   /** The downloads `plan` would start, judged against the cluster's approval threshold. */
@@ -305,7 +319,7 @@ export class PlacementService {
     const nodes = (await this.options.nodes())
       .filter((n) => why !== 'lost' || n.nodeId !== nodeId)
       .map((n) => (n.freeBytes === null ? n : { ...n, freeBytes: n.freeBytes + (released.get(n.nodeId) ?? 0) }));
-    const input = { card: model.card, facts: model.facts, nodes, draft: model.draft };
+    const input = { card: model.card, facts: model.facts, nodes, draft: model.draft, projectorBytes: model.projectorBytes };
     const previous = planFromSpec(instance, model.facts);
     const result =
       why === 'refused'
@@ -345,7 +359,7 @@ export class PlacementService {
     const holders = new Set<NodeId>(instance.placements.map((p) => p.nodeId));
     const nodes = (await this.options.nodes()).filter((n) => !holders.has(n.nodeId as NodeId));
     const result = planPlacement(
-      { card: model.card, facts: model.facts, nodes, draft: model.draft },
+      { card: model.card, facts: model.facts, nodes, draft: model.draft, projectorBytes: model.projectorBytes },
       { exclusions: instance.exclusions, replicas: 1, minNodes: 1, contextTokens: instance.contextTokens, parallel: instance.parallel, kvCacheType: instance.kvCacheType, flashAttention: instance.flashAttention ?? 'auto' },
     );
     if (!result.ok) return false;

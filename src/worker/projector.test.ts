@@ -59,6 +59,6 @@ test('a projector that is not there fails the launch, saying what to do', async 
     await writeFile(join(dir, 'p.gguf'), 'x');
     assert.equal(await projectorFor(visionCard({ kind: 'file', path: join(dir, 'vl.gguf') }, { kind: 'file', path: join(dir, 'p.gguf') }), join(dir, 'vl.gguf'), signal), join(dir, 'p.gguf'));
     const hub = visionCard({ kind: 'huggingface', repo: 'acme/vl-gguf', file: 'vl.gguf', revision: SHA }, { kind: 'huggingface', file: 'mmproj.gguf' });
-    await assert.rejects(projectorFor(hub, join(dir, 'vl.gguf'), signal), (error: unknown) => error instanceof ShoalError && error.code === 'MODEL_FAILED' && /does not download projectors yet/.test(error.message));
+    await assert.rejects(projectorFor(hub, join(dir, 'vl.gguf'), signal), (error: unknown) => error instanceof ShoalError && error.code === 'MODEL_FAILED' && /shoal models pull /.test(error.message));
   });
 });

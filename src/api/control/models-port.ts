@@ -1,4 +1,5 @@
 import type {
+  AddFileRequest,
   AddFileResult,
   AddRequest,
   AddResult,
@@ -22,7 +23,7 @@ export interface ModelsControl {
   search(query: string, limit?: number): Promise<SearchView>;
   add(request: AddRequest): Promise<AddResult>;
   /** A GGUF on the node's machine (absolute path) taken into the store, with a `local/<stem>` card. */
-  addFile(path: string): Promise<AddFileResult>;
+  addFile(request: AddFileRequest): Promise<AddFileResult>;
   pull(id: string): Promise<PullView>;
   listDownloads(): DownloadListView;
   getDownload(id: string): DownloadView;

@@ -67,6 +67,7 @@ const AddBody = z.strictObject({
   quant: z.string().min(1).max(200).optional(),
   revision: z.string().min(1).max(200).optional(),
   pull: z.boolean().optional(),
+  projector: z.union([z.string().min(1).max(1000), z.literal(false)]).optional(),
 });
 const AddFileBody = z.strictObject({
   path: z
@@ -74,6 +75,12 @@ const AddFileBody = z.strictObject({
     .min(1)
     .max(4096)
     .refine((p) => isAbsolute(p), 'give the absolute path of the .gguf file on the node\'s machine'),
+  projector: z
+    .string()
+    .min(1)
+    .max(4096)
+    .refine((p) => isAbsolute(p), 'give the absolute path of the projector .gguf file on the node\'s machine')
+    .optional(),
 });
 const PullBody = z.strictObject({ id: z.string().min(1).max(200) });
 const DeleteQuery = z.strictObject({ local: z.enum(['0', '1', 'true', 'false']).optional() });
@@ -107,7 +114,7 @@ export async function modelsRoutes(app: FastifyInstance, options: ModelsRoutesOp
     return reply.code(result.created ? 201 : 200).send(result);
   });
   app.post('/models/add-file', async (request, reply) => {
-    const result = await models.addFile(parseBody(AddFileBody, request.body).path);
+    const result = await models.addFile(parseBody(AddFileBody, request.body));
     return reply.code(result.created ? 201 : 200).send(result);
   });
   app.post('/models/pull', async (request, reply) => {

@@ -3,6 +3,7 @@
 // heads, context) are deliberately absent: they are read from the GGUF header (gguf-facts.ts), never
 // typed by hand, so a card can never disagree with its file.
 
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ModelId } from '../../common/ids.js';
 import { BUILTIN_MODEL_SPECS, BUILTIN_PROJECTOR_SPECS } from '../generate/builtin.js';
@@ -251,15 +252,24 @@ function projectorIssues(card: Pick<ModelCard, 'source' | 'capabilities' | 'comp
 /** What a card looks like before defaults are filled in (what a TOML file holds). */
 export type ModelCardInput = z.input<typeof ModelCard>;
 
-/** Where the store keeps a card's file: its repo, revision and file path there; null for a built-in or a `file` card. */
-export function storeCoordinates(card: Pick<ModelCard, 'id' | 'source'>): { repo: string; revision: string; file: string } | null {
+/**
+ * Where the store keeps a card's files: its repo, revision, the file to load and, for a vision model,
+ * its projector's path in the same revision (fetched, copied and evicted with it); null for a
+ * built-in or a `file` card.
+ */
+export function storeCoordinates(card: Pick<ModelCard, 'id' | 'source' | 'projector'>): { repo: string; revision: string; file: string; projector: string | null } | null {
   const { source } = card;
-  if (source.kind === 'huggingface') return { repo: source.repo, revision: source.revision, file: source.file };
-  if (source.kind === 'local') return { repo: card.id, revision: localRevision(source.sha256), file: source.file };
+  const projector = card.projector?.kind === 'huggingface' || card.projector?.kind === 'local' ? card.projector.file : null;
+  if (source.kind === 'huggingface') return { repo: source.repo, revision: source.revision, file: source.file, projector };
+  if (source.kind === 'local') return { repo: card.id, revision: localRevision(source.sha256, card.projector?.kind === 'local' ? card.projector.sha256 : undefined), file: source.file, projector };
   return null;
 }
 
-/** The store revision of an imported file: its content, so a changed file is another copy. */
-export function localRevision(sha256: string): string {
-  return sha256.slice(0, 40);
+/**
+ * The store revision of an imported file: its content, so a changed file is another copy. With a
+ * projector imported beside it (`projectorSha256`), the pair's: another projector is another copy too.
+ */
+export function localRevision(sha256: string, projectorSha256?: string): string {
+  if (projectorSha256 === undefined) return sha256.slice(0, 40);
+  return createHash('sha256').update(`${sha256}:${projectorSha256}`).digest('hex').slice(0, 40);
 }

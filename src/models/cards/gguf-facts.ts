@@ -191,6 +191,15 @@ async function checkCounts(path: string, size: number): Promise<void> {
   }
 }
 
+/** `general.architecture` of a local GGUF file (`clip` for a multimodal projector), null when unset; throws when it is no readable GGUF. */
+export async function readGgufArchitecture(path: string): Promise<string | null> {
+  const { size } = await stat(path);
+  await checkCounts(path, size);
+  const parsed = await gguf(path, { allowLocalFile: true });
+  const architecture = (parsed.metadata as unknown as Record<string, unknown>)['general.architecture'];
+  return typeof architecture === 'string' ? architecture : null;
+}
+
 /** Reads only the header (and the file's size) of a local GGUF file. */
 export async function readGgufFacts(path: string): Promise<GgufFacts> {
   const { size } = await stat(path);

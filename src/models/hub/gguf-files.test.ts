@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { chooseDefaultQuant, findGroup, groupGgufFiles, parseGgufName, quantLabel, searchTermForFilename, type HubFile } from './gguf-files.js';
+import { chooseDefaultQuant, chooseProjector, findGroup, groupGgufFiles, parseGgufName, quantLabel, searchTermForFilename, type HubFile } from './gguf-files.js';
 import { parseHubReference } from './client.js';
 import { hubEndpoint } from './endpoint.js';
 
@@ -94,4 +94,18 @@ test('the endpoint is SHOAL_HF_ENDPOINT, then HF_ENDPOINT, then huggingface.co',
   assert.equal(hubEndpoint({ HF_ENDPOINT: 'https://hf-mirror.com', SHOAL_HF_ENDPOINT: 'http://127.0.0.1:9/' }), 'http://127.0.0.1:9');
   assert.equal(hubEndpoint({ SHOAL_HF_ENDPOINT: '', HF_ENDPOINT: 'http://x.test' }), 'http://x.test');
   assert.throws(() => hubEndpoint({ SHOAL_HF_ENDPOINT: 'ftp://x' }), /http or https/);
+});
+
+test('the projector of a vision repo: the one named, else F16, BF16, Q8_0, F32, else the smallest; none for a text repo', () => {
+  const groups = (paths: [string, number][]) => groupGgufFiles(paths.map(([p, s]) => file(p, s)));
+  const pick = (paths: [string, number][], selector?: string): string | undefined => chooseProjector(groups(paths), selector)?.primaryPath;
+  const vision: [string, number][] = [['m-Q4_K_M.gguf', 4], ['mmproj-m-F32.gguf', 32], ['mmproj-m-Q8_0.gguf', 8], ['mmproj-m-BF16.gguf', 16], ['mmproj-m-F16.gguf', 16]];
+  assert.equal(pick(vision), 'mmproj-m-F16.gguf');
+  assert.equal(pick(vision.filter(([p]) => !p.includes('F16'))), 'mmproj-m-Q8_0.gguf');
+  assert.equal(pick(vision, 'mmproj-m-F32.gguf'), 'mmproj-m-F32.gguf');
+  assert.equal(pick(vision, 'bf16'), 'mmproj-m-BF16.gguf');
+  assert.equal(pick([['m-Q4_K_M.gguf', 4], ['mmproj-b.gguf', 9], ['mmproj-a.gguf', 3]]), 'mmproj-a.gguf');
+  // The model file is never taken for its projector, nor anything in a text-only repo.
+  assert.equal(pick(vision, 'm-Q4_K_M.gguf'), undefined);
+  assert.equal(pick([['m-Q4_K_M.gguf', 4]]), undefined);
 });

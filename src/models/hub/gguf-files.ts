@@ -207,3 +207,21 @@ export function findGroup(groups: readonly GgufGroup[], selector: string): GgufG
     null
   );
 }
+
+/** Projector precisions in the order `shoal models add` prefers them: full quality at half the bytes of F32 first. */
+export const DEFAULT_PROJECTOR_ORDER = ['F16', 'BF16', 'Q8_0', 'F32'] as const;
+
+/**
+ * The multimodal projector a vision model of the repo loads: the one `selector` names (its precision,
+ * or a name as findGroup reads it), else the first of DEFAULT_PROJECTOR_ORDER, else the smallest; null when the repo has
+ * none (or the selector names none). Only complete projector groups count.
+ */
+export function chooseProjector(groups: readonly GgufGroup[], selector?: string): GgufGroup | null {
+  const projectors = groups.filter((g) => g.projector && g.complete);
+  if (selector !== undefined) return projectors.find((g) => g.quant !== null && g.quant.toLowerCase() === selector.trim().toLowerCase()) ?? findGroup(projectors, selector);
+  for (const quant of DEFAULT_PROJECTOR_ORDER) {
+    const hit = projectors.find((g) => g.quant === quant);
+    if (hit) return hit;
+  }
+  return projectors.reduce<GgufGroup | null>((best, g) => (best === null || g.totalBytes < best.totalBytes ? g : best), null);
+}

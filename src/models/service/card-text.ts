@@ -16,6 +16,8 @@ export const FACTS_LINE = '# GGUF header:';
  * llama_server first: with no preference on the card, placement takes the first the node offers.
  */
 export const HUB_BACKENDS = (['llama_server', 'llama_cpp', 'rpc'] as const).flatMap((engine) => CARD_COMPUTES.map((compute) => `${engine}-${compute}`));
+/** A vision card's: the in-process engine loads no projector (node-llama-cpp 3.21.1 has no multimodal API). */
+export const HUB_VISION_BACKENDS = HUB_BACKENDS.filter((tag) => !tag.startsWith('llama_cpp-'));
 
 /** Repo metadata a card's comments and defaults come from (best effort: all may be missing). */
 export interface RepoMeta {
@@ -45,16 +47,23 @@ export function addedCardComments(args: {
   bytes: number;
   meta: RepoMeta;
   facts: FactsView | null;
+  /** The projector fetched with the model (a path in the repo), null for a text-only card. */
+  projector: string | null;
 }): string[] {
-  const { endpoint, plan, requestedRevision, selector, bytes, meta } = args;
+  const { endpoint, plan, requestedRevision, selector, bytes, meta, projector } = args;
+  const shards = plan.files.filter((f) => f.path !== projector).length;
   return [
     `${GENERATED_CARD_MARKER} from ${endpoint}/${plan.repo}`,
     `# Revision: ${requestedRevision ?? 'main'}, pinned to commit ${plan.revision}.`,
-    `# File: ${plan.primaryPath}${plan.files.length > 1 ? ` and ${plan.files.length - 1} more shards` : ''}, ${formatBytes(bytes)}; ${selector ? `asked for "${selector}"` : `the default quantization (${plan.modelId.slice(plan.modelId.lastIndexOf(':') + 1)})`}.`,
+    `# File: ${plan.primaryPath}${shards > 1 ? ` and ${shards - 1} more shards` : ''}${projector !== null ? ` with the projector ${projector}` : ''}, ${formatBytes(bytes)}; ${selector ? `asked for "${selector}"` : `the default quantization (${plan.modelId.slice(plan.modelId.lastIndexOf(':') + 1)})`}.`,
     ...(meta.pipeline ? [`# Hub pipeline: ${meta.pipeline}.`] : []),
     ...(meta.license ? [`# License: ${meta.license}.`] : []),
     ...(meta.baseModel ? [`# Base model: ${meta.baseModel}.`] : []),
-    ...(meta.projector ? ['# The repo also has a multimodal projector; Shoal serves text only.'] : []),
+    ...(projector !== null
+      ? ['# A vision card: images go to the projector, which only llama-server loads (add with --no-projector for text only).']
+      : meta.projector
+        ? ['# The repo also has a multimodal projector; this card serves text only (add with --projector to take images).']
+        : []),
     factsLine(args.facts),
     '# Architecture facts come from the GGUF file itself and are never typed here. Edit this card freely;',
     `# 'shoal models add' replaces only cards that start with its first line.`,
@@ -70,6 +79,7 @@ export function renderCard(card: ModelCard, comments: readonly string[]): string
     backend_preference: card.backend_preference,
     source: card.source,
     capabilities: card.capabilities,
+    ...(card.projector !== undefined ? { projector: card.projector } : {}),
     runtime: card.runtime,
   };
   return `${comments.join('\n')}\n\n${stringifyToml(body)}`;

@@ -12,11 +12,11 @@ import { parseCard } from '../cards/parse.js';
 import { parseHubReference, resolveRepo, search as hubSearch, type ResolvedRepo } from '../hub/client.js';
 import { hubError, resolveHubOptions, type HubOptions } from '../hub/endpoint.js';
 import { ModelsError } from '../hub/errors.js';
-import type { GgufGroup } from '../hub/gguf-files.js';
+import { chooseProjector, type GgufGroup } from '../hub/gguf-files.js';
 import { planDownload } from '../store/plan.js';
 import type { StoredModel } from '../store/store.js';
 import type { AddRequest, AddResult, SearchModelView, SearchView } from '../views.js';
-import { addedCardComments, cardFileName, FACTS_LINE, factsLine, GENERATED_CARD_MARKER, HUB_BACKENDS, renderCard, templateCapabilities, type RepoMeta } from './card-text.js';
+import { addedCardComments, cardFileName, FACTS_LINE, factsLine, GENERATED_CARD_MARKER, HUB_BACKENDS, HUB_VISION_BACKENDS, renderCard, templateCapabilities, type RepoMeta } from './card-text.js';
 import type { ModelsContext } from './context.js';
 import type { Downloads } from './downloads.js';
 import type { Listing } from './listing.js';
@@ -71,7 +71,8 @@ export async function add(ctx: ModelsContext, parts: { downloads: Downloads; lis
     const resolvedRepo = await resolveRepo(ref.repo, { ...hub, ...(requestedRevision === undefined ? {} : { revision: requestedRevision }) });
     return { resolved: resolvedRepo, meta: await repoMeta(ctx, hub, resolvedRepo) };
   });
-  const plan = planDownload(resolved, selector);
+  const projector = pickProjector(resolved, request.projector);
+  const plan = planDownload(resolved, selector, projector?.primaryPath);
   const id = plan.modelId;
 
   const dir = cardsDir(ctx.dataDir);
@@ -105,19 +106,20 @@ export async function add(ctx: ModelsContext, parts: { downloads: Downloads; lis
     name: `${repoName} ${plan.modelId.slice(plan.modelId.lastIndexOf(':') + 1)}`.slice(0, 200),
     source: { kind: 'huggingface', repo: plan.repo, file: plan.primaryPath, revision: plan.revision },
     tasks: meta.embeddings ? ['embeddings'] : ['chat', 'completion'],
-    capabilities: { tools: fromTemplate.tools, reasoning: fromTemplate.reasoning, vision: false },
-    compatible_backends: HUB_BACKENDS,
+    capabilities: { tools: fromTemplate.tools, reasoning: fromTemplate.reasoning, vision: projector !== null },
+    compatible_backends: projector !== null ? HUB_VISION_BACKENDS : HUB_BACKENDS,
+    ...(projector !== null ? { projector: { kind: 'huggingface', file: projector.primaryPath } } : {}),
     backend_preference: [],
     runtime: { min_nodes: 1 },
   } satisfies ModelCardInput);
   const bytes = plan.files.reduce((s, f) => s + f.size, 0);
-  const text = renderCard(card, addedCardComments({ endpoint, plan, requestedRevision, selector, bytes, meta, facts: onDisk?.facts ?? null }));
+  const text = renderCard(card, addedCardComments({ endpoint, plan, requestedRevision, selector, bytes, meta, facts: onDisk?.facts ?? null, projector: projector?.primaryPath ?? null }));
   parseCard(text, cardFile); // the catalog must accept what is written
   await mkdir(dir, { recursive: true });
   await writeFileAtomic(cardFile, text);
   ctx.log.info({ modelId: id, cardFile, revision: plan.revision }, 'model card written');
 
-  const download = request.pull ? parts.downloads.launch(id, { repo: plan.repo, revision: plan.revision, file: plan.primaryPath }, { ...plan, modelId: id }, null) : null;
+  const download = request.pull ? parts.downloads.launch(id, { repo: plan.repo, revision: plan.revision, file: plan.primaryPath, projector: projector?.primaryPath ?? null }, { ...plan, modelId: id }, null) : null;
   const entry: CatalogEntry = { card, origin: cardFile, overridesBuiltin: false };
   return {
     card,
@@ -132,10 +134,25 @@ export async function add(ctx: ModelsContext, parts: { downloads: Downloads; lis
       files: plan.files.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 })),
       bytes,
       chosen: selector ? 'named' : 'default',
+      projector: projector ? { path: projector.primaryPath, size: projector.totalBytes } : null,
     },
     model: await parts.listing.modelView(entry, ctx.inUse()),
     download: download ? parts.downloads.view(download) : null,
   };
+}
+
+/**
+ * The projector a card of `resolved` is added with: the one asked for (a typed error when the repo
+ * has no such projector), none when `asked` is false, else the repo's default (none in a text repo).
+ */
+function pickProjector(resolved: ResolvedRepo, asked: string | false | undefined): GgufGroup | null {
+  if (asked === false) return null;
+  const projector = chooseProjector(resolved.groups, asked);
+  if (asked !== undefined && projector === null) {
+    const there = resolved.groups.filter((g) => g.projector).map((g) => g.primaryPath);
+    throw new ModelsError('NO_GGUF', `${resolved.repo}@${resolved.revision.slice(0, 12)} has no projector "${asked}": ${there.length > 0 ? `it has ${there.join(', ')}` : 'it has none, so it serves text only; add it without --projector'}`);
+  }
+  return projector;
 }
 
 /** Repo metadata for a card: embedding model or not, license, base model; best effort. */

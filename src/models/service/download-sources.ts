@@ -56,8 +56,8 @@ export async function findPeerCopy(ctx: ModelsContext, modelId: string): Promise
 }
 
 /**
- * The model's files, in this order of preference: the complete copy already on disk (no network at
- * all), a member that holds it (each tried once, MODEL_COPY_MAX_HOLDERS_TRIED at most), the hub. A
+ * The model's files (a vision model's projector among them), in this order of preference: the complete
+ * copy already on disk (no network at all), a member that holds it (each tried once, MODEL_COPY_MAX_HOLDERS_TRIED at most), the hub. A
  * member's bytes are verified against the hub's hashes when the plan came from the hub (`add --pull`),
  * else against the hashes the member verified its own copy with. Part files are shared, so whatever
  * one source delivered before failing, the next continues from.
@@ -65,7 +65,7 @@ export async function findPeerCopy(ctx: ModelsContext, modelId: string): Promise
 export async function obtain(
   ctx: ModelsContext,
   record: DownloadRecord,
-  file: string,
+  wanted: { file: string; projector: string | null },
   preset: DownloadPlan | null,
   known: KnownCopy | null,
   log: Logger,
@@ -73,7 +73,7 @@ export async function obtain(
   noHub: string | null = null,
 ): Promise<StoredModel> {
   const signal = record.controller.signal;
-  const want = { repo: record.repo, revision: record.revision, file };
+  const want = { repo: record.repo, revision: record.revision, ...wanted };
   const onDisk = ctx.store.get(record.modelId);
   if (onDisk && sameCopy(onDisk, want) === null && (await isComplete(ctx, onDisk))) {
     record.source = { kind: 'disk' };
@@ -111,7 +111,7 @@ export async function obtain(
   let plan = preset;
   if (!plan) {
     const resolved = await resolveRepo(record.repo, { ...ctx.hub.options(), revision: record.revision, signal });
-    plan = { ...planDownload(resolved, file), modelId: record.modelId };
+    plan = { ...planDownload(resolved, wanted.file, wanted.projector ?? undefined), modelId: record.modelId };
   }
   log.info({ repo: record.repo, revision: plan.revision, bytes: plan.files.reduce((s, f) => s + f.size, 0) }, 'download started');
   return transfer(plan, undefined);

@@ -26,11 +26,12 @@ const DOWNLOAD_POLL_MS = 500;
 /** How long a serving node waits for a member to report the file of a model it has no card for (telemetry lags a placement). */
 export const PEER_REPORT_WAIT_MS = 20_000;
 
-/** The repo, revision and file a download must end with. */
+/** The repo, revision and file a download must end with, and the projector of a vision model (a path in the repo), fetched with it. */
 export interface WantedCopy {
   repo: string;
   revision: string;
   file: string;
+  projector: string | null;
 }
 
 export class Downloads {
@@ -59,7 +60,8 @@ export class Downloads {
       if (again) return { download: this.view(again), joined: true };
       // A hub download's id is always `<repo>:<tag>`; an id that is its own repo is a file a member imported.
       const imported = copy && copy.copy.repo === id ? `${id} is a file another member imported, and no member could give it: add the file there again with 'shoal models add <path>'` : null;
-      if (copy) return { download: this.view(this.launch(id, { repo: copy.copy.repo, revision: copy.copy.revision, file: copy.copy.primaryPath }, null, copy, imported)), joined: false };
+      // Without a card, what the member holds is what is wanted: its projector, if it has one, travels with its files.
+      if (copy) return { download: this.view(this.launch(id, { repo: copy.copy.repo, revision: copy.copy.revision, file: copy.copy.primaryPath, projector: null }, null, copy, imported)), joined: false };
       const broken = catalog.errors.find((e) => e.message.includes(id));
       throw new ShoalError('NOT_FOUND', `no model card '${id}'${broken ? ` (a card file is broken: ${broken.message})` : ''}: add it first with 'shoal models add <owner/repo>[:<quant>]', or see 'shoal models ls'`);
     }
@@ -139,7 +141,7 @@ export class Downloads {
     const log = this.ctx.log.child({ modelId, download: record.id });
     record.settled = (async () => {
       try {
-        const stored = await obtain(this.ctx, record, want.file, preset, known, log, (plan, source) => this.transfer(record, plan, source), noHub);
+        const stored = await obtain(this.ctx, record, want, preset, known, log, (plan, source) => this.transfer(record, plan, source), noHub);
         record.path = stored.path;
         record.state = 'done';
         log.info({ path: stored.path, fetched: record.progress?.fetchedBytes ?? 0, source: record.source }, 'download done');

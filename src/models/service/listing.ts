@@ -5,6 +5,7 @@ import { open } from 'node:fs/promises';
 import { ShoalError } from '../../common/errors.js';
 import { storeCoordinates } from '../cards/card.js';
 import { loadCatalog, type CatalogEntry } from '../cards/catalog.js';
+import { sameCopy } from '../model-copy.js';
 import { filePathFor, partPathFor } from '../store/layout.js';
 import type { StoredModel } from '../store/store.js';
 import type { DiskState, ModelListView, ModelView } from '../views.js';
@@ -109,7 +110,7 @@ export class Listing {
         facts: size === null ? null : ((await this.ctx.facts.of(source.path))?.facts ?? null),
       };
     }
-    const where = storeCoordinates(card) as { repo: string; revision: string; file: string };
+    const where = storeCoordinates(card) as NonNullable<ReturnType<typeof storeCoordinates>>;
     const stored = this.ctx.store.get(card.id);
     let partialBytes: number;
     try {
@@ -119,7 +120,8 @@ export class Listing {
     }
     let state: DiskState;
     if (download) state = 'downloading';
-    else if (stored && stored.revision === where.revision && (await sizeOf(stored.path)) !== null) state = 'on-disk';
+    // A vision model's copy without its projector is not what the card serves: a pull completes it.
+    else if (stored && sameCopy(stored, where) === null && (await sizeOf(stored.path)) !== null) state = 'on-disk';
     else if (stored) state = 'stale';
     else state = partialBytes > 0 ? 'partial' : 'not-downloaded';
     return {

@@ -1,7 +1,8 @@
 // `shoal models add ./model.gguf`: a GGUF already on this machine's disk becomes a model like any
 // other. Its header is read (it must be a GGUF Shoal can place), it is taken into the store under
 // `local/<stem>` at a revision made of its SHA-256 (so members copy and verify it as they do a hub
-// download), and a card of kind `local` is written beside the cards of `shoal models add <repo>`.
+// download), and a card of kind `local` is written beside the cards of `shoal models add <repo>`. A
+// vision model's projector given with it is checked (a `clip` GGUF), hashed and taken in beside it.
 
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -11,11 +12,11 @@ import { errorMessage, ShoalError } from '../../common/errors.js';
 import { writeFileAtomic } from '../../common/durable-fs.js';
 import { localRevision, ModelCard, type ModelCardInput } from '../cards/card.js';
 import { cardsDir, loadCatalog, type CatalogEntry } from '../cards/catalog.js';
-import { readGgufFacts } from '../cards/gguf-facts.js';
+import { readGgufArchitecture, readGgufFacts } from '../cards/gguf-facts.js';
 import { parseCard } from '../cards/parse.js';
 import type { DownloadPlan } from '../store/plan.js';
-import type { AddFileResult } from '../views.js';
-import { cardFileName, factsLine, GENERATED_CARD_MARKER, HUB_BACKENDS, renderCard, templateCapabilities } from './card-text.js';
+import type { AddFileRequest, AddFileResult } from '../views.js';
+import { cardFileName, factsLine, GENERATED_CARD_MARKER, HUB_BACKENDS, HUB_VISION_BACKENDS, renderCard, templateCapabilities } from './card-text.js';
 import type { ModelsContext } from './context.js';
 import type { Listing } from './listing.js';
 
@@ -43,18 +44,39 @@ async function sha256Of(path: string): Promise<string> {
   return hash.digest('hex');
 }
 
-/** Makes the GGUF at `path` (on this node's machine) a model of the store with a card; idempotent for the same file. */
-export async function addFile(ctx: ModelsContext, listing: Listing, path: string): Promise<AddFileResult> {
-  const from = resolve(path);
-  let size: number;
+/** The size of the file at `from`, or a typed error that says what to give (`what`: "model", "projector"). */
+async function fileSize(from: string, what: string): Promise<number> {
   try {
     const s = await stat(from);
-    if (!s.isFile()) throw new ShoalError('BAD_REQUEST', `${from} is not a file: give the path of a .gguf model file`);
-    size = s.size;
+    if (!s.isFile()) throw new ShoalError('BAD_REQUEST', `${from} is not a file: give the path of a .gguf ${what} file`);
+    return s.size;
   } catch (error) {
     if (error instanceof ShoalError) throw error;
-    throw new ShoalError('NOT_FOUND', `no file ${from} on the node's machine (${errorMessage(error)}): give the path of a .gguf model file`);
+    throw new ShoalError('NOT_FOUND', `no file ${from} on the node's machine (${errorMessage(error)}): give the path of a .gguf ${what} file`);
   }
+}
+
+/** The projector given with a model: a `clip` GGUF (llama.cpp's mmproj), hashed; stored as `mmproj-<stem>.gguf`. */
+async function readProjector(path: string): Promise<{ from: string; size: number; sha256: string; fileName: string }> {
+  const from = resolve(path);
+  const size = await fileSize(from, 'projector');
+  let architecture: string | null;
+  try {
+    architecture = await readGgufArchitecture(from);
+  } catch (error) {
+    throw new ShoalError('BAD_REQUEST', `${from} is not a GGUF projector: ${errorMessage(error)}`, { cause: error });
+  }
+  if (architecture !== 'clip') {
+    throw new ShoalError('BAD_REQUEST', `${from} is not a multimodal projector (its GGUF architecture is ${architecture ?? 'not set'}, a projector's is clip): give the model's mmproj-*.gguf file`);
+  }
+  const stem = localStem(from);
+  return { from, size, sha256: await sha256Of(from), fileName: `${stem.startsWith('mmproj') ? stem : `mmproj-${stem}`}.gguf` };
+}
+
+/** Makes the GGUF at `request.path` (on this node's machine) a model of the store with a card, with its projector if given; idempotent for the same files. */
+export async function addFile(ctx: ModelsContext, listing: Listing, request: AddFileRequest): Promise<AddFileResult> {
+  const from = resolve(request.path);
+  const size = await fileSize(from, 'model');
   try {
     await readGgufFacts(from);
   } catch (error) {
@@ -84,15 +106,17 @@ export async function addFile(ctx: ModelsContext, listing: Listing, path: string
   }
   if (previous && previous.kind !== 'local') throw new ShoalError('BAD_REQUEST', `${cardFile} holds a card of another kind for ${id}: remove it first (shoal models rm ${id})`);
 
+  const projector = request.projector === undefined ? null : await readProjector(request.projector);
+  if (projector !== null && projector.fileName === fileName) throw new ShoalError('BAD_REQUEST', `the projector ${projector.from} is the model file itself: give the model's mmproj-*.gguf file`);
   const plan: DownloadPlan = {
     modelId: id,
     repo: id,
-    revision: localRevision(sha256),
+    revision: localRevision(sha256, projector?.sha256),
     group: stem,
     primaryPath: fileName,
-    files: [{ path: fileName, size, sha256, gitOid: null }],
+    files: [{ path: fileName, size, sha256, gitOid: null }, ...(projector ? [{ path: projector.fileName, size: projector.size, sha256: projector.sha256, gitOid: null }] : [])],
   };
-  const { stored, how } = await ctx.store.importFile(plan, from);
+  const { stored, how } = await ctx.store.importFile(plan, { [fileName]: from, ...(projector ? { [projector.fileName]: projector.from } : {}) });
   const read = await ctx.facts.of(stored.path);
   const fromTemplate = templateCapabilities(read?.template ?? null);
   const card = ModelCard.parse({
@@ -100,14 +124,16 @@ export async function addFile(ctx: ModelsContext, listing: Listing, path: string
     name: stem.slice(0, 200),
     source: { kind: 'local', file: fileName, sha256, imported_from: from },
     tasks: ['chat', 'completion'],
-    capabilities: { tools: fromTemplate.tools, reasoning: fromTemplate.reasoning, vision: false },
-    compatible_backends: HUB_BACKENDS,
+    capabilities: { tools: fromTemplate.tools, reasoning: fromTemplate.reasoning, vision: projector !== null },
+    compatible_backends: projector !== null ? HUB_VISION_BACKENDS : HUB_BACKENDS,
+    ...(projector !== null ? { projector: { kind: 'local', file: projector.fileName, sha256: projector.sha256 } } : {}),
     backend_preference: [],
     runtime: { min_nodes: 1 },
   } satisfies ModelCardInput);
   const comments = [
     `${GENERATED_CARD_MARKER} from the file ${from}`,
     `# SHA-256 ${sha256}; ${how === 'linked' ? 'hard-linked into the store (same filesystem, no second copy)' : how === 'copied' ? 'copied into the store (another filesystem)' : 'already in the store'}: ${stored.path}`,
+    ...(projector !== null ? [`# A vision card: the projector ${projector.from} (SHA-256 ${projector.sha256}) is stored beside it; only llama-server loads a projector.`] : []),
     factsLine(read?.facts ?? null),
     '# Architecture facts come from the GGUF file itself and are never typed here. Edit this card freely;',
     `# 'shoal models add' replaces only cards that start with its first line.`,
@@ -123,6 +149,7 @@ export async function addFile(ctx: ModelsContext, listing: Listing, path: string
     cardFile,
     created: previousText === null,
     file: { path: from, storedPath: stored.path, bytes: size, sha256, stored: how },
+    projector: projector === null ? null : { path: projector.from, storedPath: join(stored.dir, projector.fileName), bytes: projector.size, sha256: projector.sha256 },
     model: await listing.modelView(entry, ctx.inUse()),
   };
 }

@@ -6,7 +6,7 @@
 import { ShoalError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { ModelStore } from '../store/store.js';
-import type { AddFileResult, AddRequest, AddResult, ClusterRemoveResult, DownloadListView, DownloadView, ModelListView, ModelView, PullView, RemoveResult, SearchView, StorageView } from '../views.js';
+import type { AddFileRequest, AddFileResult, AddRequest, AddResult, ClusterRemoveResult, DownloadListView, DownloadView, ModelListView, ModelView, PullView, RemoveResult, SearchView, StorageView } from '../views.js';
 import { add, refreshCard, search } from './catalog.js';
 import type { ModelsContext } from './context.js';
 import { Downloads } from './downloads.js';
@@ -87,8 +87,8 @@ export class ModelsService {
   }
 
   /** Makes a GGUF on this machine's disk a model of the store (hard link, else copy) and writes its card. */
-  addFile(path: string): Promise<AddFileResult> {
-    return addFile(this.ctx, this.listing, path);
+  addFile(request: AddFileRequest): Promise<AddFileResult> {
+    return addFile(this.ctx, this.listing, request);
   }
 
   /** Starts getting a model in the background (from the disk, a member that holds it, or the hub), or joins the one running. */

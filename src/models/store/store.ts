@@ -274,7 +274,9 @@ export class ModelStore {
   private async run(plan: DownloadPlan, flight: InFlight, signal: AbortSignal | undefined, given: ByteSource | undefined): Promise<StoredModel> {
     const tracker = new ProgressTracker(plan, plan.files, flight.listeners, this.now, this.opts.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS);
     const existing = this.index.models[plan.modelId];
-    if (existing && existing.revision === plan.revision && (await this.isComplete(existing))) {
+    // A copy that lacks a file of the plan (a projector named since the model was fetched) is completed instead.
+    const covers = existing !== undefined && plan.files.every((f) => existing.files.some((e) => e.path === f.path));
+    if (existing && existing.revision === plan.revision && covers && (await this.isComplete(existing))) {
       for (const f of plan.files) tracker.setState(f.path, 'present', f.size);
       tracker.finish();
       await this.markUsed(plan.modelId);
@@ -370,41 +372,48 @@ export class ModelStore {
   }
 
   /**
-   * Takes a GGUF from elsewhere on this machine into the store as `plan`'s one file, verified against
-   * its SHA-256 by the caller's plan. A hard link when the file is on the store's filesystem: instant,
-   * no second copy of what may be many GB, and either name can be deleted without losing the other's
-   * bytes (a tool that rewrites the user's file in place would change the store's too, which the
-   * SHA-256 check of every member's copy catches). Across filesystems, or where links are refused,
-   * the bytes are copied with the admission, progress and verification of a download.
+   * Takes files from elsewhere on this machine into the store as `plan`'s files (a GGUF, and a vision
+   * model's projector beside it): `from` is the one file's path, or each plan file's path by its path
+   * in the plan. Verified against the SHA-256s of the caller's plan. Hard links when the files are on
+   * the store's filesystem: instant, no second copy of what may be many GB, and either name can be
+   * deleted without losing the other's bytes (a tool that rewrites the user's file in place would
+   * change the store's too, which the SHA-256 check of every member's copy catches). Across
+   * filesystems, or where links are refused, the bytes are copied with the admission, progress and
+   * verification of a download.
    */
-  async importFile(plan: DownloadPlan, from: string, opts: DownloadOptions = {}): Promise<{ stored: StoredModel; how: 'present' | 'linked' | 'copied' }> {
+  async importFile(plan: DownloadPlan, from: string | Readonly<Record<string, string>>, opts: DownloadOptions = {}): Promise<{ stored: StoredModel; how: 'present' | 'linked' | 'copied' }> {
     this.checkPlan(plan);
-    const file = plan.files[0] as HubFile;
-    if (plan.files.length !== 1) throw new ModelsError('INVALID_NAME', `an imported model is one file; the plan for ${plan.modelId} lists ${plan.files.length}`);
+    const sources = typeof from === 'string' ? { [(plan.files[0] as HubFile).path]: from } : from;
+    const unsourced = plan.files.find((f) => sources[f.path] === undefined);
+    if (typeof from === 'string' && plan.files.length !== 1) throw new ModelsError('INVALID_NAME', `one file was given for the ${plan.files.length} files of ${plan.modelId}`);
+    if (unsourced) throw new ModelsError('INVALID_NAME', `no file on this machine was given for ${unsourced.path} of ${plan.modelId}`);
     if (this.inflight.has(plan.modelId)) throw new ModelsError('MODEL_IN_USE', `${plan.modelId} is downloading: cancel the download before importing it again`);
     const existing = this.index.models[plan.modelId];
-    if (existing && existing.revision === plan.revision && existing.repo === plan.repo && (await this.isComplete(existing))) {
+    const covers = existing !== undefined && plan.files.every((f) => existing.files.some((e) => e.path === f.path));
+    if (existing && existing.revision === plan.revision && existing.repo === plan.repo && covers && (await this.isComplete(existing))) {
       await this.markUsed(plan.modelId);
       return { stored: this.get(plan.modelId) as StoredModel, how: 'present' };
     }
-    const finalPath = filePathFor(this.root, plan.repo, plan.revision, file.path);
-    if ((await sizeOf(finalPath)) !== file.size) {
+    let linked = false;
+    for (const file of plan.files) {
+      const finalPath = filePathFor(this.root, plan.repo, plan.revision, file.path);
+      if ((await sizeOf(finalPath)) === file.size) continue;
       await mkdir(dirname(finalPath), { recursive: true });
       const tmp = `${finalPath}.link-${process.pid}`;
       await unlinkQuiet(tmp);
       try {
-        await link(from, tmp);
+        await link(sources[file.path] as string, tmp);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
         if (code !== 'EXDEV' && code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EMLINK' && code !== 'EACCES') throw error;
-        return { stored: await this.download(plan, { ...opts, source: localFileSource(from) }), how: 'copied' };
+        // The download keeps the files already linked (right size) and copies the rest.
+        return { stored: await this.download(plan, { ...opts, source: localFileSource(sources) }), how: 'copied' };
       }
       await rename(tmp, finalPath);
-      await this.commit(plan);
-      return { stored: this.get(plan.modelId) as StoredModel, how: 'linked' };
+      linked = true;
     }
     await this.commit(plan);
-    return { stored: this.get(plan.modelId) as StoredModel, how: 'present' };
+    return { stored: this.get(plan.modelId) as StoredModel, how: linked ? 'linked' : 'present' };
   }
 
   private async linkInto(from: string, to: string): Promise<void> {

@@ -585,17 +585,20 @@ async function checkBodyAnswer(a: { hub: ResolvedHubOptions; what: string; offse
 }
 
 /** A file on this machine's disk, read from where the part file ends (`shoal models add ./x.gguf` across filesystems). */
-export function localFileSource(path: string): ByteSource {
+export function localFileSource(path: string | Readonly<Record<string, string>>): ByteSource {
+  // One path for every file, or each plan file's own (an imported model and its projector).
+  const pathOf = (file: { path: string }): string => (typeof path === 'string' ? path : (path[file.path] as string));
+  const name = typeof path === 'string' ? path : Object.values(path).join(', ');
   return {
-    name: path,
+    name,
     verb: 'copying',
     badAnswer: 'DOWNLOAD_FAILED',
     // A local read that failed once fails again: say so at once rather than back off.
     retries: 0,
-    fetch: async (_file, writer, signal) => {
-      for await (const chunk of createReadStream(path, { start: writer.position, signal })) await writer.write(chunk as Buffer);
+    fetch: async (file, writer, signal) => {
+      for await (const chunk of createReadStream(pathOf(file), { start: writer.position, signal })) await writer.write(chunk as Buffer);
     },
     retryable: () => false,
-    failure: (error, what) => new ModelsError('FILE_NOT_FOUND', `cannot read ${path} for ${what}: ${errorMessage(error)}`, { cause: error }),
+    failure: (error, what) => new ModelsError('FILE_NOT_FOUND', `cannot read ${name} for ${what}: ${errorMessage(error)}`, { cause: error }),
   };
 }
