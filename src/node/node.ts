@@ -419,10 +419,11 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     const next = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
     if (next === null || stopping) return;
     engines = next;
-    // Placed llama_server / rpc parts may start from now on; the default model moves onto llama-server
-    // without failed requests (src/worker/handover.ts). Not awaited: the old engine's drain lasts as long
-    // as its longest open request; the move never throws and the worker logs its outcome.
-    host.useEngines(next);
+    // Placed llama_server / rpc parts may start from now on; the default model and the CPU parts placed
+    // on the in-process engine move onto llama-server without failed requests (src/worker/handover.ts).
+    // Not awaited: the old engine's drain lasts as long as its longest open request; the moves never
+    // throw and the worker logs their outcomes.
+    void host.useEngines(next);
     void moveDefaultModel(worker, next, { requested: options.engine ?? 'auto', gpuPresent: llamaCppGpu, detected: gpus.readings() }, log.child({ part: 'worker' }));
     backends = offeredBackends({ engines: next, llamaCpp: gpus.llamaCpp, gpuRequest: options.gpu, override: options.backends ?? null, nvidiaDevicePresent: gpus.nvidiaDevicePresent });
     telemetry.publishResources();

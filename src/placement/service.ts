@@ -291,6 +291,11 @@ export class PlacementService {
     return spec;
   }
 
+  /** Records that this node's full part of `instanceId` now runs on `backend` (after the worker moved it); resolves once the master decided it. */
+  async movePart(instanceId: InstanceId, backend: string): Promise<void> {
+    await this.options.plane.submit({ type: 'MovePart', instanceId, nodeId: this.options.plane.nodeId, backend });
+  }
+
   async end(instanceId: string, reason: InstanceEndReason, message: string): Promise<void> {
     if (this.options.plane.view().state.instances[instanceId as InstanceId] === undefined) {
       throw new ShoalError('NOT_FOUND', `no instance '${instanceId}': list them with \`shoal models ls\``);

@@ -16,5 +16,7 @@
  *    and `usage.cachedPromptTokens` (wire/task.ts), which version-4 strict schemas refuse.
  * 6: tasks may carry images (user messages' and text prompts' `images`, wire/task.ts) and instances the
  *    `vision` capability (wire/capability.ts), which version-5 strict schemas refuse.
+ * 7: the MovePart command and PartMoved event (a full part moved onto llama-server once its node has
+ *    it: master/state/commands.ts), which version-6 logs and snapshots refuse.
  */
-export const WIRE_VERSION = 6;
+export const WIRE_VERSION = 7;

@@ -26,6 +26,10 @@ export const DONOR_READY_TIMEOUT_MS = 120_000;
 export const LOST_NODE_GRACE_MS = 5_000;
 /** How often the master looks for instances on lost nodes. */
 const LOST_SCAN_INTERVAL_MS = 1_000;
+/** The engine a CPU part moves onto once the node has llama-server (InstanceHost.moveParts). */
+const MOVE_TARGET = 'llama_server-cpu';
+/** How long a move waits for the model's file, which a serving part already has on disk. */
+const MOVE_MODEL_PATH_TIMEOUT_MS = 10_000;
 /** How often the master tries to bring a replicated instance below its count back up (planning reads the disk). */
 export const REPLICA_REPAIR_INTERVAL_MS = 5_000;
 
@@ -116,12 +120,54 @@ export class InstanceHost implements AsyncDisposable {
 
   /**
    * Records the managed engines once they are ready after the start (built or downloaded in the
-   * background): parts placed from now on can use llama-server and rpc backends. Parts already
-   * running keep their engine; the default model moves through `Worker.moveDefaultModel`.
+   * background): parts placed from now on can use llama-server and rpc backends, and the parts this
+   * node serves on the in-process CPU engine move onto llama-server (`moveParts`); the default model
+   * moves through `Worker.moveDefaultModel`. Resolves once every move has ended (never throws).
    */
-  useEngines(engines: EngineFactory): void {
+  async useEngines(engines: EngineFactory): Promise<void> {
     this.engines = engines;
     this.reconcile();
+    await this.moveParts(engines);
+  }
+
+  /**
+   * Moves each full part this node serves on `llama_cpp-cpu` onto `llama_server-cpu` when its card
+   * allows it, one at a time, without failing a request (Worker.handOver), then records the move in
+   * cluster state (MovePart). Both engines hold the model while the new one loads, so a part moves
+   * only when the memory guard admits a second copy; a part whose move fails keeps its engine. Only
+   * CPU parts move: on a GPU the in-process engine runs the kernels the node was placed for.
+   */
+  private async moveParts(engines: EngineFactory): Promise<void> {
+    const { worker, log } = this.options;
+    const state = this.options.state();
+    for (const held of worker.status()) {
+      if (this.stopped) return;
+      const instance = state.instances[held.instanceId];
+      const placement = instance?.placements.find((p) => p.nodeId === this.options.selfId);
+      if (held.local || instance === undefined || placement?.role !== 'full' || held.backend !== 'llama_cpp-cpu' || placement.backend !== 'llama_cpp-cpu') continue;
+      const card = (await this.options.placement.modelFacts(instance.modelId).catch(() => null))?.card ?? null;
+      if (card === null || !card.compatible_backends.includes(MOVE_TARGET)) continue;
+      const partLog = log.child({ instanceId: instance.instanceId, modelId: instance.modelId });
+      const verdict = memoryGuard(placement.estimatedBytes, await this.options.offerBytes(0));
+      if (!verdict.ok) {
+        partLog.warn(`${instance.modelId} stays on ${held.backend}: moving it onto llama-server needs room for a second copy while it loads (${verdict.message})`);
+        continue;
+      }
+      let next: InstanceRunner;
+      try {
+        const modelPath = await this.options.modelPath(instance.modelId, AbortSignal.timeout(MOVE_MODEL_PATH_TIMEOUT_MS));
+        next = engines.llamaServer({ ...this.driverBase(instance, modelPath), rpcServers: [], tensorSplit: null });
+      } catch (error) {
+        partLog.warn(`${instance.modelId} stays on ${held.backend}: ${errorMessage(error)}`);
+        continue;
+      }
+      const outcome = await worker.handOver(instance.instanceId, next, MOVE_TARGET);
+      if (outcome.outcome !== 'moved') continue;
+      await this.options.placement.movePart(instance.instanceId, MOVE_TARGET).catch((error: unknown) => {
+        // The part serves on llama-server whatever the log says; state shows the old engine until a later move or re-placement.
+        partLog.warn({ err: error }, `${instance.modelId} moved onto llama-server but cluster state could not record it: ${errorMessage(error)}`);
+      });
+    }
   }
 
   start(): void {

@@ -207,8 +207,8 @@ export class Worker implements AsyncDisposable {
 
   /**
    * Hands each default-model instance not yet on `served`'s backend over to it, one at a time
-   * (engine-factory.ts `moveDefaultModel` decides when). Cluster-placed instances keep their engine:
-   * their backend is recorded in cluster state.
+   * (engine-factory.ts `moveDefaultModel` decides when). Cluster-placed parts move through
+   * InstanceHost.moveParts, which records their new backend in cluster state.
    */
   async moveDefaultTo(served: ServedBy): Promise<HandoverOutcome[]> {
     const outcomes: HandoverOutcome[] = [];

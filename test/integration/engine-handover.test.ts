@@ -1,4 +1,5 @@
-// Moving the default model onto llama-server once the node's engines are ready (issue #14): a stream of
+// Moving the default model, and cluster parts placed on the in-process engine, onto llama-server once
+// the node's engines are ready (issue #14): a stream of
 // concurrent requests runs through the worker while the instance moves from the node-llama-cpp runner
 // child to a managed llama-server, on a generated random-weight model. Every request must end with its
 // full output; the instance must stay listed throughout; the old engine's process must be gone after.
@@ -12,6 +13,7 @@ import { after, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { findEngine } from '../../src/doctor/engines.js';
 import { TINY_MODEL_ID, TINY_MODEL_SPEC } from '../../src/models/generate/builtin.js';
+import { BUILTIN_CARDS } from '../../src/models/cards/catalog.js';
 import { generateRandomModel } from '../../src/models/generate/random-model.js';
 import { ModelId, type InstanceId } from '../../src/common/ids.js';
 import { errorMessage } from '../../src/common/errors.js';
@@ -83,7 +85,7 @@ function assertComplete(outcome: Outcome): void {
   assert.equal(end.usage.completionTokens, MAX_TOKENS, 'the full output');
 }
 
-describe('moving the default model onto llama-server', { skip }, () => {
+describe('moving instances onto llama-server', { skip }, () => {
   test('requests running across the handover all complete, the instance stays listed, and the old engine stops', async () => {
     const engines = await createEngineFactory({ dataDir: join(dir, 'data'), threads: 1, log });
     assert.ok(engines, 'llama-server and ggml-rpc-server are built with a manifest');
@@ -206,7 +208,7 @@ describe('moving the default model onto llama-server', { skip }, () => {
       tunnels: { open: async () => assert.fail('no tunnels here') },
     });
     try {
-      host.useEngines(engines);
+      await host.useEngines(engines);
       host.start();
       for (let tries = 0; worker.status()[0]?.state !== 'ready'; tries++) {
         assert.ok(tries < 600, `the part did not start: ${JSON.stringify(worker.status())}`);
@@ -214,6 +216,87 @@ describe('moving the default model onto llama-server', { skip }, () => {
       }
       assert.equal(worker.status()[0]?.backend, 'llama_server-cpu');
       assertComplete(await request(worker, worker.status()[0]!.instanceId));
+    } finally {
+      await host.stop();
+      await worker.stop();
+    }
+  });
+
+  test('a cluster part placed on the in-process engine before the engines were ready moves onto llama-server, requests uncut, and state records it', async () => {
+    const engines = await createEngineFactory({ dataDir: join(dir, 'data'), threads: 1, log });
+    assert.ok(engines);
+    let state: ClusterState = emptyState();
+    for (const record of clusterLog(1).records) state = applyRecord(state, record);
+    // instanceSpec places its parts on llama_cpp-cpu.
+    state = apply(state, { type: 'InstanceCreated', instance: instanceSpec('inst-cpp', [0]), replaces: null }, 50);
+    const instanceId = 'inst-cpp' as InstanceId;
+    const worker = new Worker({ log, threads: 1, gpu: false, contextSize: 512, sequences: 2 });
+    const moves: string[] = [];
+    let compatible = ['llama_server-cpu', 'llama_cpp-cpu'];
+    const host = new InstanceHost({
+      selfId: nodeId(0),
+      log,
+      worker,
+      placement: {
+        replace: async () => assert.fail('nothing is re-placed'),
+        modelFacts: async () => ({ card: { ...BUILTIN_CARDS.find((c) => c.id === TINY_MODEL_ID)!, compatible_backends: compatible } }),
+        // What the master does with MovePart: the PartMoved event applied to state.
+        movePart: async (id: InstanceId, backend: string) => {
+          moves.push(`${id} ${backend}`);
+          state = apply(state, { type: 'PartMoved', instanceId: id, nodeId: nodeId(0), backend }, 51);
+          host.reconcile();
+        },
+      } as unknown as PlacementService,
+      state: () => state,
+      isMaster: () => false,
+      connected: () => true,
+      runnersOf: () => null,
+      offerBytes: async () => 1e12,
+      modelPath: async () => modelPath,
+      engines: null,
+      tunnels: { open: async () => assert.fail('no tunnels here') },
+    });
+    try {
+      host.start();
+      for (let tries = 0; worker.status()[0]?.state !== 'ready'; tries++) {
+        assert.ok(tries < 600, `the part did not start: ${JSON.stringify(worker.status())}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.equal(worker.status()[0]?.backend, 'llama_cpp-cpu');
+      const oldPid = worker.status()[0]?.pid;
+
+      // A card that does not list llama-server keeps its engine.
+      compatible = ['llama_cpp-cpu'];
+      await host.useEngines(engines);
+      assert.equal(worker.status()[0]?.backend, 'llama_cpp-cpu');
+      assert.deepEqual(moves, []);
+
+      compatible = ['llama_server-cpu', 'llama_cpp-cpu'];
+      let moving = true;
+      const outcomes: Outcome[] = [];
+      const streams = Array.from({ length: CONCURRENT }, async () => {
+        while (moving) outcomes.push(await request(worker, instanceId));
+        outcomes.push(await request(worker, instanceId));
+      });
+      while (worker.status()[0]!.inFlight + worker.status()[0]!.queued === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      await host.useEngines(engines);
+      moving = false;
+      await Promise.all(streams);
+
+      for (const outcome of outcomes) assertComplete(outcome);
+      assert.ok(outcomes.some((o) => o.admittedOn === 'llama_cpp-cpu' && o.endedOn === 'llama_server-cpu'), 'a request admitted before the move was drained, not cut');
+      assert.deepEqual(moves, ['inst-cpp llama_server-cpu']);
+      assert.equal(state.instances[instanceId]?.placements[0]?.backend, 'llama_server-cpu', 'cluster state records the move');
+      const after = worker.status();
+      assert.equal(after.length, 1);
+      assert.equal(after[0]?.backend, 'llama_server-cpu');
+      assert.equal(processAlive(oldPid as number), false, 'the runner child has exited');
+      // The reconcile after the recorded move keeps the part as it is: no restart.
+      const pid = after[0]?.pid;
+      host.reconcile();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal(worker.status()[0]?.pid, pid);
+      assertComplete(await request(worker, instanceId));
     } finally {
       await host.stop();
       await worker.stop();

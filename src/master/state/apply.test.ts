@@ -40,6 +40,7 @@ const EXAMPLES: Record<EventType, Event> = {
   InstanceEnded: { type: 'InstanceEnded', instanceId: 'inst-a' as InstanceId, reason: 'deleted', message: 'stopped by an operator' },
   ReplicaDropped: { type: 'ReplicaDropped', instanceId: 'inst-a' as InstanceId, nodeId: nodeId(1), message: 'lost' },
   ReplicaAdded: { type: 'ReplicaAdded', instanceId: 'inst-a' as InstanceId, placement: instanceSpec('inst-x', [2]).placements[0]! },
+  PartMoved: { type: 'PartMoved', instanceId: 'inst-a' as InstanceId, nodeId: nodeId(1), backend: 'llama_server-cpu' },
   SettingsChanged: { type: 'SettingsChanged', settings: { ...defaultSettings(), corsOrigins: ['https://app.example'], defaultParallel: 4 } },
   DownloadsApproved: { type: 'DownloadsApproved', instanceId: 'inst-a' as InstanceId },
 };
@@ -178,6 +179,21 @@ describe('apply: instances', () => {
       [nodeId(0), nodeId(2)],
     );
     assert.equal(apply(added, EXAMPLES.ReplicaAdded, 23), added);
+  });
+
+  test("PartMoved changes the backend of that node's part only; an unknown instance or a part already there is a no-op", () => {
+    const state = apply(founded(), EXAMPLES.InstanceCreated, 20);
+    const moved = apply(state, EXAMPLES.PartMoved, 21);
+    assert.deepEqual(
+      moved.instances['inst-a' as InstanceId]!.placements.map((p) => [p.nodeId, p.backend]),
+      [
+        [nodeId(0), 'llama_cpp-cpu'],
+        [nodeId(1), 'llama_server-cpu'],
+      ],
+    );
+    assert.equal(moved.instances['inst-a' as InstanceId]!.createdIdx, 20, 'the same instance, serving on');
+    assert.equal(apply(moved, EXAMPLES.PartMoved, 22), moved);
+    assert.equal(apply(founded(), EXAMPLES.PartMoved, 21).instances['inst-a' as InstanceId], undefined);
   });
 
   test('InstanceEnded removes it; an unknown id is a no-op', () => {

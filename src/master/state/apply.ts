@@ -98,6 +98,12 @@ export function apply(state: ClusterState, event: Event, idx: number): ClusterSt
       if (instance.placements.length >= MAX_INSTANCE_PLACEMENTS) return state;
       return { ...state, instances: { ...state.instances, [event.instanceId]: { ...instance, placements: [...instance.placements, event.placement] } } };
     }
+    case 'PartMoved': {
+      const instance = Object.hasOwn(state.instances, event.instanceId) ? state.instances[event.instanceId] : undefined;
+      if (instance === undefined || !instance.placements.some((p) => p.nodeId === event.nodeId && p.role === 'full' && p.backend !== event.backend)) return state;
+      const placements = instance.placements.map((p) => (p.nodeId === event.nodeId ? { ...p, backend: event.backend } : p));
+      return { ...state, instances: { ...state.instances, [event.instanceId]: { ...instance, placements } } };
+    }
     case 'SettingsChanged':
       // Normalized again so that a history whatever its writer hashes the same.
       return { ...state, settings: patchSettings(event.settings, {}) };

@@ -46,6 +46,13 @@ export const DropReplica = z.strictObject({
 /** A replicated instance below its replica count gains one on a node that holds none of it. */
 export const AddReplica = z.strictObject({ type: z.literal('AddReplica'), instanceId: InstanceId, placement: InstancePlacement });
 
+/**
+ * A full part moved onto another engine of its own node (the in-process engine onto llama-server
+ * once the node has it), reported by that node after the move: the part keeps serving throughout,
+ * so this only records where it runs now. Only the node holding the part may say so.
+ */
+export const MovePart = z.strictObject({ type: z.literal('MovePart'), instanceId: InstanceId, nodeId: NodeId, backend: InstancePlacement.shape.backend });
+
 /** Changes the settings it names (settings.ts); the master applies it to the settings it holds. */
 export const SetSettings = z.strictObject({ type: z.literal('SetSettings'), patch: SettingsPatch });
 
@@ -64,6 +71,7 @@ export const Command = z.discriminatedUnion('type', [
   EndInstance,
   DropReplica,
   AddReplica,
+  MovePart,
   SetSettings,
   ApproveDownloads,
 ]);

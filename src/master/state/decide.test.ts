@@ -136,6 +136,16 @@ describe('decide: instances', () => {
     assert.equal(code(decide(replicated, origin(1, add(2)))), 'REPLICA_REFUSED', 'it has all its replicas');
   });
 
+  test('MovePart records the engine a full part moved onto, from its own node only', () => {
+    const move = (n: number, instanceId = 'inst-a'): Command => ({ type: 'MovePart', instanceId: instanceId as InstanceId, nodeId: nodeId(n), backend: 'llama_server-cpu' });
+    assert.deepEqual(events(decide(withInstance(), origin(0, move(0)))), [{ type: 'PartMoved', instanceId: 'inst-a', nodeId: nodeId(0), backend: 'llama_server-cpu' }]);
+    assert.equal(code(decide(withInstance(), origin(1, move(0)))), 'FORBIDDEN', 'another node cannot move it');
+    assert.equal(code(decide(withInstance(), origin(1, move(1)))), 'REPLICA_REFUSED', 'no part there');
+    assert.equal(code(decide(cluster(), origin(0, move(0)))), 'INSTANCE_NOT_FOUND');
+    const pooled = apply(cluster(), { type: 'InstanceCreated', instance: instanceSpec('inst-p', [0, 1], 'pooled'), replaces: null }, 10);
+    assert.equal(code(decide(pooled, origin(1, move(1, 'inst-p')))), 'REPLICA_REFUSED', 'a split part does not move alone');
+  });
+
   test('SetSettings merges the fields it names into the settings the log holds', () => {
     const first = events(decide(cluster(), origin(1, { type: 'SetSettings', patch: { corsOrigins: ['https://app.example'] } })));
     assert.deepEqual(first, [{ type: 'SettingsChanged', settings: { ...defaultSettings(), corsOrigins: ['https://app.example'] } }]);

@@ -101,6 +101,14 @@ export function decide(state: ClusterState, origin: Origin): Decision {
       if (instance.placements.some((p) => p.nodeId === command.placement.nodeId)) return reject('REPLICA_REFUSED', `node ${command.placement.nodeId} already holds a replica of ${command.instanceId}`);
       return { events: [{ type: 'ReplicaAdded', instanceId: command.instanceId, placement: command.placement }] };
     }
+    case 'MovePart': {
+      if (command.nodeId !== from) return reject('FORBIDDEN', 'a node reports only the moves of its own parts');
+      const instance = instanceOf(state, command.instanceId);
+      if (instance === undefined) return reject('INSTANCE_NOT_FOUND', `instance ${command.instanceId} is not running (it may have ended already)`);
+      const part = instance.placements.find((p) => p.nodeId === command.nodeId);
+      if (part === undefined || part.role !== 'full') return reject('REPLICA_REFUSED', `instance ${command.instanceId} has no full part on ${command.nodeId}: only a part that serves alone moves engines`);
+      return { events: [{ type: 'PartMoved', instanceId: command.instanceId, nodeId: command.nodeId, backend: command.backend }] };
+    }
     case 'SetSettings':
       // Merged here, against the settings the log holds, so two members' patches to different fields both stay.
       return { events: [{ type: 'SettingsChanged', settings: patchSettings(state.settings, command.patch) }] };

@@ -77,6 +77,9 @@ export const ReplicaDropped = z.strictObject({
 /** A replicated instance below its replica count gained one. */
 export const ReplicaAdded = z.strictObject({ type: z.literal('ReplicaAdded'), instanceId: InstanceId, placement: InstancePlacement });
 
+/** A full part of an instance now runs on another engine of its node (MovePart). */
+export const PartMoved = z.strictObject({ type: z.literal('PartMoved'), instanceId: InstanceId, nodeId: NodeId, backend: InstancePlacement.shape.backend });
+
 /** The whole settings after a change, so applying it needs nothing but the event. */
 export const SettingsChanged = z.strictObject({ type: z.literal('SettingsChanged'), settings: ClusterSettings });
 
@@ -98,6 +101,7 @@ export const Event = z.discriminatedUnion('type', [
   InstanceEnded,
   ReplicaDropped,
   ReplicaAdded,
+  PartMoved,
   SettingsChanged,
   DownloadsApproved,
 ]);
