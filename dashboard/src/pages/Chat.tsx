@@ -1,21 +1,28 @@
 // Chat with any model the cluster serves: the reply streams in (POST /v1/chat/completions with
 // stream: true, read with fetch), Stop aborts it (the node cancels the generation when the connection
-// closes), answers are rendered as markdown, and each shows its speed and time to first token. The
-// conversation is kept in this browser.
+// closes), answers are rendered as markdown, and each shows its speed and time to first token. A
+// vision model (its card says `capabilities.vision`, GET /models) also takes images: picked, pasted
+// or dropped, checked against the node's limits here, and sent as OpenAI `image_url` data-URL parts.
+// The conversation is kept in this browser (its images too, while the storage has room).
 
-import { useCallback, useEffect, useRef, useState, type ReactNode } from 'react';
+import { useCallback, useEffect, useRef, useState, type ClipboardEvent, type DragEvent, type ReactNode } from 'react';
 import { errorMessage } from '../../../src/common/errors.js';
 import { api, getApiKey, inference, inferenceGet, readEvents, setApiKey } from '../api.js';
 import { Empty, ErrorBox } from '../components/Bits.js';
 import { Markdown } from '../components/Markdown.js';
 import { AnswerClock, readChatChunk } from '../lib/chat.js';
 import { formatDuration, formatNumber } from '../lib/format.js';
-import type { ModelListView } from '../lib/types.js';
+import { checkImageFile, dataUrlBytes, IMAGE_ACCEPT, imageBudget, imageSupport, messageContent, sniffDataUrl } from '../lib/images.js';
+import type { ModelListView, ModelView } from '../lib/types.js';
 import { useLive } from '../live.js';
 
 interface Message {
   role: 'user' | 'assistant';
   content: string;
+  /** User only: the attached images, as data URLs. */
+  images?: string[];
+  /** User only: images this message had that the browser's storage had no room to keep. */
+  imagesNotKept?: number;
   reasoning?: string;
   /** Assistant only. */
   model?: string;
@@ -54,12 +61,52 @@ function load(): Conversation {
   }
 }
 
+/** The conversation without its images, which are what fills the storage. */
+function withoutImages(conversation: Conversation): Conversation {
+  return {
+    ...conversation,
+    messages: conversation.messages.map((m) => (m.images?.length ? { ...m, images: undefined, imagesNotKept: (m.imagesNotKept ?? 0) + m.images.length } : m)),
+  };
+}
+
 function save(conversation: Conversation): void {
   try {
     localStorage.setItem(KEY, JSON.stringify(conversation));
+    return;
   } catch {
-    // Full or disabled storage: the conversation lasts for this page.
+    // Full (images are large) or disabled: try once more without the images.
   }
+  try {
+    localStorage.setItem(KEY, JSON.stringify(withoutImages(conversation)));
+  } catch {
+    // Disabled storage: the conversation lasts for this page.
+  }
+}
+
+/** An image in the composer, waiting to be sent. */
+interface Attachment {
+  key: number;
+  name: string;
+  url: string;
+}
+
+function readDataUrl(file: File): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(typeof reader.result === 'string' ? reader.result : '');
+    reader.onerror = () => reject(reader.error ?? new Error('the file could not be read'));
+    reader.readAsDataURL(file);
+  });
+}
+
+function Thumbnails({ images, label }: { images: string[]; label: string }): ReactNode {
+  return (
+    <div className="thumbs">
+      {images.map((url, i) => (
+        <img key={i} className="thumb" src={url} alt={`${label} ${i + 1}`} data-thumb />
+      ))}
+    </div>
+  );
 }
 
 function AnswerMeta({ message }: { message: Message }): ReactNode {
@@ -88,7 +135,13 @@ function Bubble({ message }: { message: Message }): ReactNode {
           <div className="pre-wrap">{message.reasoning}</div>
         </details>
       )}
-      {message.role === 'assistant' ? <Markdown text={message.content} /> : <div className="pre-wrap">{message.content}</div>}
+      {message.images && message.images.length > 0 && <Thumbnails images={message.images} label="Attached image" />}
+      {message.imagesNotKept ? (
+        <div className="answer-meta" data-images-not-kept>
+          {message.imagesNotKept === 1 ? '1 image' : `${message.imagesNotKept} images`} not kept: the browser's storage had no room
+        </div>
+      ) : null}
+      {message.role === 'assistant' ? <Markdown text={message.content} /> : message.content !== '' && <div className="pre-wrap">{message.content}</div>}
       {message.streaming && <span className="typing" data-typing aria-label={message.content === '' ? 'waiting for the first token' : 'the answer is still coming'} />}
       {message.error && <ErrorBox title="The answer failed">{message.error}</ErrorBox>}
       {message.role === 'assistant' && !message.streaming && <AnswerMeta message={message} />}
@@ -97,23 +150,24 @@ function Bubble({ message }: { message: Message }): ReactNode {
 }
 
 /**
- * The built-in models' ids (random weights, generated by the node), from the control route's model
- * list; read only once the page has the node's state, which says the control routes let it in.
+ * The node's model cards, from the control route's model list: which models are built-in (random
+ * weights, generated by the node) and which read images. Read only once the page has the node's
+ * state, which says the control routes let it in; null until then or when the list cannot be read.
  */
-function useBuiltinModels(controlAccess: boolean): Set<string> {
-  const [ids, setIds] = useState<Set<string>>(() => new Set());
+function useModelCards(controlAccess: boolean, refresh: number): ModelView[] | null {
+  const [cards, setCards] = useState<ModelView[] | null>(null);
   useEffect(() => {
     if (!controlAccess) return;
     let live = true;
     api<ModelListView>('GET', 'models').then(
-      (list) => live && setIds(new Set(list.models.filter((m) => m.origin === 'builtin').map((m) => m.id))),
-      () => undefined, // No notice is better than an error box about a hint.
+      (list) => live && setCards(list.models),
+      () => undefined, // No notice is better than an error box about a hint; images stay off.
     );
     return () => {
       live = false;
     };
-  }, [controlAccess]);
-  return ids;
+  }, [controlAccess, refresh]);
+  return cards;
 }
 
 export function ChatPage(): ReactNode {
@@ -127,7 +181,14 @@ export function ChatPage(): ReactNode {
   const abortRef = useRef<AbortController | null>(null);
   const endRef = useRef<HTMLDivElement>(null);
   const instanceCount = (state?.instances.length ?? 0) + (state?.models.length ?? 0);
-  const builtins = useBuiltinModels(state !== null);
+  const cards = useModelCards(state !== null, instanceCount);
+  const builtins = new Set((cards ?? []).filter((m) => m.origin === 'builtin').map((m) => m.id));
+  const [attachments, setAttachments] = useState<Attachment[]>([]);
+  const [attachError, setAttachError] = useState<string | null>(null);
+  const [dragging, setDragging] = useState(false);
+  const fileRef = useRef<HTMLInputElement>(null);
+  const nextKey = useRef(0);
+  const images = imageSupport(conversation.model, cards);
   // A model is ready when any of its runners is (cluster instances, or this node's own runners).
   const readiness = new Map<string, boolean>();
   for (const m of state?.models ?? []) readiness.set(m.modelId, readiness.get(m.modelId) === true || m.state === 'ready');
@@ -170,11 +231,71 @@ export function ChatPage(): ReactNode {
       return { ...c, messages };
     });
 
+  /** The images the next request carries so far: the conversation's and those attached. */
+  const carried = (): string[] => [...conversation.messages.filter((m) => !m.error).flatMap((m) => m.images ?? []), ...attachments.map((a) => a.url)];
+
+  const attach = async (files: File[]): Promise<void> => {
+    if (files.length === 0) return;
+    if (!images.enabled) {
+      setAttachError(images.reason);
+      return;
+    }
+    const budget = imageBudget(carried());
+    const added: Attachment[] = [];
+    const problems: string[] = [];
+    for (const file of files) {
+      const problem = checkImageFile(file, budget);
+      if (problem) {
+        problems.push(problem);
+        continue;
+      }
+      let url: string;
+      try {
+        url = await readDataUrl(file);
+      } catch (e) {
+        problems.push(`'${file.name}' could not be read: ${errorMessage(e)}`);
+        continue;
+      }
+      if (sniffDataUrl(url) === null) {
+        problems.push(`${file.name === '' ? 'the pasted image' : `'${file.name}'`} is not PNG, JPEG, GIF or WEBP data, whatever its name says`);
+        continue;
+      }
+      budget.count += 1;
+      budget.bytes += dataUrlBytes(url);
+      added.push({ key: nextKey.current++, name: file.name, url });
+    }
+    setAttachments((a) => [...a, ...added]);
+    setAttachError(problems.length > 0 ? problems.join('; ') : null);
+  };
+
+  const fileList = (list: FileList | null | undefined): File[] => [...(list ?? [])];
+
+  const onPaste = (e: ClipboardEvent<HTMLTextAreaElement>): void => {
+    const files = [...e.clipboardData.items].filter((item) => item.kind === 'file' && item.type.startsWith('image/')).map((item) => item.getAsFile()).filter((f): f is File => f !== null);
+    if (files.length === 0) return; // Text: the textarea takes it.
+    e.preventDefault();
+    void attach(files);
+  };
+
+  const onDrop = (e: DragEvent<HTMLFormElement>): void => {
+    setDragging(false);
+    if (![...e.dataTransfer.types].includes('Files')) return;
+    e.preventDefault();
+    void attach(fileList(e.dataTransfer.files));
+  };
+
   const send = async (): Promise<void> => {
     const text = input.trim();
-    if (text === '' || streaming || conversation.model === '') return;
-    const history: Message[] = [...conversation.messages.filter((m) => !m.error), { role: 'user', content: text }];
+    if ((text === '' && attachments.length === 0) || streaming || conversation.model === '') return;
+    if (attachments.length > 0 && !images.enabled) {
+      setAttachError(`${images.reason}: remove the images or pick a vision model`);
+      return;
+    }
+    const sent = attachments.map((a) => a.url);
+    const history: Message[] = [...conversation.messages.filter((m) => !m.error), { role: 'user', content: text, ...(sent.length > 0 ? { images: sent } : {}) }];
     setInput('');
+    setAttachments([]);
+    setAttachError(null);
     setConversation((c) => ({ ...c, messages: [...history, { role: 'assistant', content: '', model: c.model, streaming: true }] }));
     setStreaming(true);
     const controller = new AbortController();
@@ -190,7 +311,7 @@ export function ChatPage(): ReactNode {
         'v1/chat/completions',
         {
           model: conversation.model,
-          messages: history.map((m) => ({ role: m.role, content: m.content })),
+          messages: history.map((m) => ({ role: m.role, content: m.role === 'user' ? messageContent(m.content, m.images) : m.content })),
           stream: true,
           stream_options: { include_usage: true },
           max_tokens: conversation.maxTokens,
@@ -250,7 +371,14 @@ export function ChatPage(): ReactNode {
           Temperature
           <input type="number" min={0} max={2} step={0.1} value={conversation.temperature} onChange={(e) => setOption({ temperature: Math.min(2, Math.max(0, Number(e.target.value) || 0)) })} aria-label="Temperature" />
         </label>
-        <button type="button" onClick={() => setConversation((c) => ({ ...c, messages: [] }))} disabled={streaming || conversation.messages.length === 0}>
+        <button
+          type="button"
+          onClick={() => {
+            setConversation((c) => ({ ...c, messages: [] }));
+            setAttachError(null);
+          }}
+          disabled={streaming || conversation.messages.length === 0}
+        >
           New chat
         </button>
       </div>
@@ -286,36 +414,83 @@ export function ChatPage(): ReactNode {
         ))}
         <div ref={endRef} />
       </div>
-      <form
-        className="composer"
-        onSubmit={(e) => {
-          e.preventDefault();
-          void send();
-        }}
-      >
-        <textarea
-          aria-label="Message"
-          placeholder="Message (Enter to send, Shift+Enter for a new line)"
-          value={input}
-          rows={2}
-          onChange={(e) => setInput(e.target.value)}
-          onKeyDown={(e) => {
-            if (e.key === 'Enter' && !e.shiftKey && !e.nativeEvent.isComposing) {
-              e.preventDefault();
-              void send();
-            }
-          }}
-        />
-        {streaming ? (
-          <button type="button" className="danger" onClick={() => abortRef.current?.abort()}>
-            Stop
-          </button>
-        ) : (
-          <button type="submit" className="primary" disabled={input.trim() === '' || conversation.model === ''}>
-            Send
-          </button>
+      <div className="composer-area">
+        {(attachments.length > 0 || attachError) && (
+          <div className="attachments" data-attachments>
+            {attachments.map((a, i) => (
+              <figure key={a.key} className="attachment" data-attachment>
+                <img className="thumb" src={a.url} alt={`Image to send ${i + 1}${a.name ? `: ${a.name}` : ''}`} data-thumb />
+                <button type="button" className="attachment-remove" aria-label={`Remove ${a.name || `image ${i + 1}`}`} title="Remove" onClick={() => setAttachments((list) => list.filter((x) => x.key !== a.key))}>
+                  ×
+                </button>
+              </figure>
+            ))}
+            {attachError && (
+              <p className="attach-error" role="alert" data-attach-error>
+                {attachError}
+              </p>
+            )}
+          </div>
         )}
-      </form>
+        <form
+          className={`composer${dragging ? ' composer-drop' : ''}`}
+          onSubmit={(e) => {
+            e.preventDefault();
+            void send();
+          }}
+          onDragOver={(e) => {
+            if (![...e.dataTransfer.types].includes('Files')) return;
+            e.preventDefault();
+            e.dataTransfer.dropEffect = images.enabled ? 'copy' : 'none';
+            setDragging(true);
+          }}
+          onDragLeave={() => setDragging(false)}
+          onDrop={onDrop}
+        >
+          <span className="attach" title={images.reason}>
+            <button type="button" aria-label="Attach image" title={images.reason} disabled={!images.enabled || streaming} onClick={() => fileRef.current?.click()} data-attach>
+              + Image
+            </button>
+            <input
+              ref={fileRef}
+              type="file"
+              accept={IMAGE_ACCEPT}
+              multiple
+              hidden
+              disabled={!images.enabled}
+              aria-label="Image files"
+              onChange={(e) => {
+                const files = fileList(e.target.files);
+                e.target.value = '';
+                void attach(files);
+              }}
+            />
+          </span>
+          <textarea
+            aria-label="Message"
+            placeholder={images.enabled ? 'Message (Enter to send, Shift+Enter for a new line; paste or drop images)' : 'Message (Enter to send, Shift+Enter for a new line)'}
+            value={input}
+            rows={2}
+            onChange={(e) => setInput(e.target.value)}
+            onPaste={onPaste}
+            onKeyDown={(e) => {
+              if (e.key === 'Enter' && !e.shiftKey && !e.nativeEvent.isComposing) {
+                e.preventDefault();
+                void send();
+              }
+            }}
+          />
+          {streaming ? (
+            <button type="button" className="danger" onClick={() => abortRef.current?.abort()}>
+              Stop
+            </button>
+          ) : (
+            <button type="submit" className="primary" disabled={(input.trim() === '' && attachments.length === 0) || conversation.model === ''}>
+              Send
+            </button>
+          )}
+        </form>
+      </div>
     </div>
   );
 }
