@@ -6,7 +6,7 @@ import { isShoalError, ShoalError } from '../common/errors.js';
 import { formatBytes } from '../common/format-bytes.js';
 import { matchModelName } from '../models/model-name.js';
 import { renderProgressLine } from '../models/store/progress.js';
-import type { AddFileResult, AddResult, DownloadView, ModelListView, ModelView, RemoveResult, SearchView } from '../models/views.js';
+import type { AddFileResult, AddResult, DownloadView, ModelListView, ModelView, PullView, RemoveResult, SearchView } from '../models/views.js';
 import { connectToNode, type NodeClient } from './client.js';
 import { instancesText } from './instance-commands.js';
 
@@ -104,8 +104,9 @@ const SUBS: Record<string, Sub> = {
         if (!p.json) process.stdout.write(`${formatAdd(result, true)}\n`);
         return follow(client, result.download, p.json);
       }
-      const { download, joined } = await client.call<{ download: DownloadView; joined: boolean }>('POST', '/models/pull', { id });
+      const { download, joined, draft } = await client.call<PullView>('POST', '/models/pull', { id });
       if (joined && !p.json) process.stderr.write(`joining the download of ${download.modelId} already under way (${download.id})\n`);
+      if (draft !== undefined && !p.json) process.stderr.write(`fetching its speculative draft ${draft.modelId} too (${draft.id}; follow it with 'shoal models pull ${draft.modelId}')\n`);
       return follow(client, download, p.json);
     },
   },

@@ -70,6 +70,8 @@ export interface DownloadView extends DownloadProgress {
 export interface PullView {
   download: DownloadView;
   joined: boolean;
+  /** The download of the speculative draft its card names, started with it (absent: none to fetch, or a join). */
+  draft?: DownloadView;
 }
 
 /** GET /models/downloads: the running downloads and the last finished ones, oldest first. */

@@ -209,13 +209,16 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   // that hold a model give it before the hub is asked (peers, started below once the plane serves).
   // At a stop the peers stop serving copies, then running downloads end, then the runners stop.
   const peers = new PeerModels({ log: log.child({ part: 'models' }), direct });
-  const models = await ModelsService.open({ peers, dataDir, log: log.child({ part: 'models' }), endpoint: hubEndpoint, reserveBytes, inUse: () => worker.status().map((i) => i.modelId), moments: (kind, text, data) => moments.record(kind, text, data) });
+  // The drafts running parts loaded are in use with them; the instance host, made below, says which.
+  let draftsInUse = (): string[] => [];
+  const inUse = (): string[] => [...worker.status().map((i) => i.modelId), ...draftsInUse()];
+  const models = await ModelsService.open({ peers, dataDir, log: log.child({ part: 'models' }), endpoint: hubEndpoint, reserveBytes, inUse, moments: (kind, text, data) => moments.record(kind, text, data) });
   stack.defer(() => models.close());
   stack.defer(() => peers.stop());
   // Idle copies beyond the keep budget go at start (below) and when a model stops being used.
   const keeper = new ModelKeeper({
     store: models.store,
-    inUse: () => [...worker.status().map((i) => i.modelId), ...modelsPlacedOn(plane.view().state, plane.nodeId)],
+    inUse: () => [...inUse(), ...modelsPlacedOn(plane.view().state, plane.nodeId)],
     keepBytes,
     log: log.child({ part: 'models' }),
   });
@@ -281,6 +284,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     tunnels: { open: (donor, instanceId) => openRpcTunnel(plane.net, donor, instanceId, { log: log.child({ part: 'rpc-tunnel' }), direct }) },
   });
   stack.use(host);
+  draftsInUse = () => host.draftsInUse();
   // Telemetry (subscribed to the plane since it was made) stops reporting before the host stops its parts.
   stack.defer(() => telemetry.stop());
 

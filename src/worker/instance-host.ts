@@ -99,6 +99,8 @@ export class InstanceHost implements AsyncDisposable {
   private readonly starting = new Map<InstanceId, AbortController>();
   /** Resources that live and die with a part beyond its runner (tunnels). */
   private readonly extras = new Map<InstanceId, Array<() => Promise<void>>>();
+  /** The speculative draft each part loaded beside its model: in use while the part runs. */
+  private readonly drafts = new Map<InstanceId, ModelId>();
   /** Instances this node already asked to re-place or end, so one fault leads to one command. */
   private readonly reported = new Set<InstanceId>();
   /** Master only: when each member was first seen lost. */
@@ -196,11 +198,19 @@ export class InstanceHost implements AsyncDisposable {
 
   private async stopPart(instanceId: InstanceId): Promise<void> {
     this.options.log.info({ instanceId }, 'stopping an instance part: cluster state no longer places it here');
+    // Before the detach, whose change makes the keeper look: the draft goes idle with its target.
+    this.drafts.delete(instanceId);
     await this.options.worker.detach(instanceId);
     await this.closeExtras(instanceId);
   }
 
+  /** The drafts the parts running here loaded: in use like their targets, so the keep budget never evicts one under its part. */
+  draftsInUse(): ModelId[] {
+    return [...new Set(this.drafts.values())];
+  }
+
   private async closeExtras(instanceId: InstanceId): Promise<void> {
+    this.drafts.delete(instanceId);
     const extras = this.extras.get(instanceId) ?? [];
     this.extras.delete(instanceId);
     await Promise.all(extras.map((close) => close().catch(() => undefined)));
@@ -272,6 +282,7 @@ export class InstanceHost implements AsyncDisposable {
     const engines = this.requireEngines(placement.backend);
     const card = (await this.options.placement.modelFacts(instance.modelId).catch(() => null))?.card ?? null;
     const draft = await draftFor(card, this.options.modelPath, signal, log);
+    if (draft !== undefined && card?.runtime.speculative !== undefined) this.drafts.set(instance.instanceId, card.runtime.speculative.draft);
     // Unlike a draft, a missing projector fails the launch: the instance would refuse every image.
     const projectorPath = await projectorFor(card, modelPath, signal);
     const base = { ...this.driverBase(instance, modelPath), ...(projectorPath !== undefined ? { projectorPath } : {}) };

@@ -118,8 +118,8 @@ export async function modelsRoutes(app: FastifyInstance, options: ModelsRoutesOp
     return reply.code(result.created ? 201 : 200).send(result);
   });
   app.post('/models/pull', async (request, reply) => {
-    const { download, joined } = await models.pull(parseBody(PullBody, request.body).id);
-    return reply.code(202).send({ download, joined });
+    const { download, joined, draft } = await models.pull(parseBody(PullBody, request.body).id);
+    return reply.code(202).send({ download, joined, ...(draft !== undefined ? { draft } : {}) });
   });
   app.get('/models/downloads', async () => models.listDownloads());
   app.get('/models/downloads/:id', async (request) => ({ download: models.getDownload((request.params as { id: string }).id) }));

@@ -2,7 +2,7 @@
 // a short history of finished ones, and the wait of a serving node for the file it needs.
 
 import { randomUUID } from 'node:crypto';
-import { ShoalError } from '../../common/errors.js';
+import { errorMessage, ShoalError } from '../../common/errors.js';
 import { storeCoordinates } from '../cards/card.js';
 import { loadCatalog } from '../cards/catalog.js';
 import type { FileProgress } from '../store/progress.js';
@@ -73,7 +73,27 @@ export class Downloads {
     const want = storeCoordinates(entry.card) as WantedCopy;
     // An imported file has no hub behind it: only this disk or a member holds its bytes.
     const noHub = source.kind === 'huggingface' ? null : `${id} was imported from ${source.imported_from} and no member holds it any more: add the file again with 'shoal models add <path>'`;
-    return { download: this.view(this.launch(id, want, null, null, noHub)), joined: false };
+    const download = this.view(this.launch(id, want, null, null, noHub));
+    const draft = await this.pullDraft(entry.card.id, entry.card.runtime.speculative?.draft, catalog);
+    return { download, joined: false, ...(draft !== null ? { draft } : {}) };
+  }
+
+  /**
+   * Starts (or joins) the download of the speculative draft a card names, so the draft is on disk with
+   * its target (it is a model of its own in the store, copied from members like any). Null when the
+   * card names none or the draft has nothing to fetch (built-in, a file card); a draft that cannot be
+   * had is logged, not thrown: the target serves without it (src/worker/draft.ts).
+   */
+  private async pullDraft(targetId: string, draftId: string | undefined, catalog: Awaited<ReturnType<typeof loadCatalog>>): Promise<DownloadView | null> {
+    if (draftId === undefined) return null;
+    const kind = catalog.entries.get(draftId)?.card.source.kind;
+    if (kind === 'builtin' || kind === 'file') return null;
+    try {
+      return (await this.pull(draftId)).download;
+    } catch (error) {
+      this.ctx.log.warn({ modelId: targetId, draft: draftId, err: error }, `${targetId} is fetched without its draft ${draftId}: ${errorMessage(error)}`);
+      return null;
+    }
   }
 
   /** Starts (or joins) the download of `modelId` and resolves with the file once it is verified. */
