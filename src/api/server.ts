@@ -30,6 +30,7 @@ import { responsesRoutes } from './openai/responses/routes.js';
 import type { HttpTracing, TracesControl } from './control/traces-port.js';
 import { tracesRoutes } from './control/traces-routes.js';
 import { traceHttp } from './http-tracing.js';
+import type { SpeechControl } from './speech-port.js';
 
 export interface Health {
   ok: boolean;
@@ -63,6 +64,8 @@ export interface ServerOptions {
   diagnostics?: DiagnosticsControl;
   /** Performance envelopes and the capture bundle (`/diagnostics/performance`, `/diagnostics/bundle`), behind the same admin token. */
   performance?: PerformanceControl;
+  /** Text to speech (`POST /v1/audio/speech`, the voice listed in `/v1/models`); without it the route is unknown. */
+  speech?: SpeechControl;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -145,7 +148,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   // Ollama's /api/pull and /api/delete manage models on disk, with the access the /models routes have.
   void app.register(ollamaRoutes, { ...familyOptions, adminToken: options.adminToken, ...(options.models ? { models: options.models } : {}) });
   families.push({ owns: (url) => url.startsWith('/api/'), sendError: sendOllamaError, errorBody: (error) => toOllamaError(error).body });
-  void app.register(openAIRoutes, familyOptions);
+  void app.register(openAIRoutes, { ...familyOptions, ...(options.speech ? { speech: options.speech } : {}) });
   void app.register(responsesRoutes, familyOptions);
   families.push({ owns: () => true, sendError: sendOpenAIError, errorBody: (error) => toOpenAIError(error).body });
 

@@ -1,6 +1,7 @@
 import { createInterface } from 'node:readline';
 import { ShoalError } from '../common/errors.js';
 import { matchModelName } from '../models/model-name.js';
+import { SPEECH_MODEL_ID } from '../speech/espeak-voice.js';
 import { parseCommand } from './args.js';
 import { connectToNode } from './client.js';
 import { sseEvents } from './logs.js';
@@ -56,7 +57,8 @@ async function chooseModel(target: Target, named: string | undefined): Promise<s
     throw new ShoalError('NOT_FOUND', `the node at ${target.baseUrl} does not answer: is it running, and is that its API address?`, { cause: error });
   }
   if (!res.ok) throw await apiError(res);
-  const ids = ((await res.json()) as { data: { id: string }[] }).data.map((m) => m.id);
+  // The built-in voice is listed too, but speaks rather than chats.
+  const ids = ((await res.json()) as { data: { id: string }[] }).data.map((m) => m.id).filter((id) => id !== SPEECH_MODEL_ID);
   if (named !== undefined) {
     // Short names as for 'shoal launch': owner/name for its one quant, the name without its owner.
     const match = matchModelName(named, ids);

@@ -57,6 +57,7 @@ import type { NodeDiagnostics } from '../wire/diagnostics.js';
 import { EnvelopeStore } from '../diagnostics/envelope.js';
 import { EnvelopeMeter } from '../diagnostics/envelope-meter.js';
 import { IssuedSecrets, performanceControl } from '../diagnostics/capture.js';
+import { EspeakVoice } from '../speech/espeak-voice.js';
 
 export interface NodeOptions {
   log: Logger;
@@ -151,7 +152,7 @@ export async function startNode(options: NodeOptions): Promise<RunningNode> {
 
 /**
  * The composition, top to bottom. The stack runs newest first, so the stops are pushed in the reverse
- * of the stop order: dashboard, telemetry, host, keeper, peers, models, worker, HTTP server, plane,
+ * of the stop order: dashboard, telemetry, host, keeper, peers, models, voice, worker, HTTP server, plane,
  * run files (then startNode's data dir lock). Where a stop is pushed before its part starts, that
  * stop does nothing for a part that never started.
  */
@@ -195,6 +196,8 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
       recordMoment: (kind, text, data) => moments.record(kind, text, data),
     }),
   );
+  // The built-in voice (src/speech/): its worker thread starts at the first speech request.
+  const voice = stack.use(new EspeakVoice({ log: log.child({ part: 'speech' }) }));
   // Every node serves its default model itself, through the fastest engine it has; cluster state places everything else.
   let engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
   // What this node advertises: what it detects and can run, derived as `shoal doctor` derives it, or `--backends`.
@@ -387,6 +390,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     placement: placementControl(placement),
     traces: tracer,
     diagnostics: { node: nodeDiagnosticsNow, cluster: () => clusterDiagnostics.cluster(), timeline: (query) => clusterDiagnostics.timeline(query) },
+    speech: voice,
     performance: performanceControl({
       nodeId: plane.nodeId,
       name,

@@ -20,6 +20,7 @@ const SEEDS: Array<{ path: string; body: unknown }> = [
   { path: '/v1/chat/completions', body: { model: MODEL, messages: user, max_tokens: 4, tools, stream: true, stream_options: { include_usage: true } } },
   { path: '/v1/completions', body: { model: MODEL, prompt: 'hi', max_tokens: 4, logprobs: 2 } },
   { path: '/v1/embeddings', body: { model: MODEL, input: ['a', 'b'] } },
+  { path: '/v1/audio/speech', body: { model: 'shoal/voice', voice: 'alloy', input: 'hi', response_format: 'pcm', speed: 1.5 } },
   { path: '/v1/responses', body: { model: MODEL, input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }], max_output_tokens: 4, stream: true } },
   { path: '/v1/messages', body: { model: MODEL, max_tokens: 4, messages: user, tools: [{ name: 'f', input_schema: { type: 'object' } }], stream: true } },
   { path: '/v1/messages/count_tokens', body: { model: MODEL, messages: user } },

@@ -54,12 +54,12 @@ async function streamText(params: OpenAI.Chat.ChatCompletionCreateParamsNonStrea
 }
 
 describe('OpenAI API on a real node', () => {
-  test('GET /v1/models lists the default model', async () => {
+  test('GET /v1/models lists the default model, then the built-in voice', async () => {
     const res = await fetch(`${node.url}/v1/models`);
     const body = await res.json();
     assertOpenAIShape('ListModelsResponse', body);
     const models = await client.models.list();
-    assert.deepEqual(models.data.map((m) => m.id), [MODEL]);
+    assert.deepEqual(models.data.map((m) => m.id), [MODEL, 'shoal/voice']);
     const one = await client.models.retrieve(MODEL);
     assertOpenAIShape('Model', one);
     assert.equal(one.id, MODEL);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AnswerClock, readChatChunk, responseErrorMessage } from './chat.js';
+import { AnswerClock, chatModelIds, readChatChunk, responseErrorMessage } from './chat.js';
 
 test('stream chunks: content, reasoning, usage, errors and [DONE]', () => {
   assert.equal(readChatChunk('{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}').content, 'Hi');
@@ -29,4 +29,14 @@ test('time to first token counts from the request; speed counts from the first t
   assert.deepEqual(clock.stats(), { ttftMs: 250, tokens: 11, tokensPerS: 10 });
   clock.usage(21);
   assert.equal(clock.stats().tokensPerS, 20);
+});
+
+test('the chat lists the models it can talk to: not the voice, not a model whose card does no chat', () => {
+  const cards = [
+    { id: 'shoal/tiny', tasks: ['chat', 'completion', 'embeddings'] },
+    { id: 'shoal/tiny-whisper', tasks: ['transcription'] },
+    { id: 'acme/base', tasks: ['completion'] },
+  ];
+  assert.deepEqual(chatModelIds(['shoal/tiny', 'shoal/voice', 'shoal/tiny-whisper', 'acme/base', 'peer/only'], cards), ['shoal/tiny', 'acme/base', 'peer/only']);
+  assert.deepEqual(chatModelIds(['shoal/tiny', 'shoal/voice'], null), ['shoal/tiny'], 'without the cards only the voice is known not to chat');
 });

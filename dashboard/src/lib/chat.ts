@@ -87,3 +87,19 @@ export class AnswerClock {
     return { ttftMs, tokens, tokensPerS };
   }
 }
+
+/** The node's built-in voice (POST /v1/audio/speech), listed in /v1/models beside the chat models. */
+export const VOICE_MODEL_ID = 'shoal/voice';
+
+/**
+ * The models of /v1/models the chat can talk to: not the voice, and not a model whose card (when the
+ * page could read the cards) has no chat or completion task, such as a speech-to-text model.
+ */
+export function chatModelIds(ids: readonly string[], cards: readonly { id: string; tasks: readonly string[] }[] | null): string[] {
+  const tasks = new Map((cards ?? []).map((card) => [card.id, card.tasks]));
+  return ids.filter((id) => {
+    if (id === VOICE_MODEL_ID) return false;
+    const of = tasks.get(id);
+    return of === undefined || of.includes('chat') || of.includes('completion');
+  });
+}

@@ -10,7 +10,7 @@ import { errorMessage } from '../../../src/common/errors.js';
 import { api, getApiKey, inference, inferenceGet, readEvents, setApiKey } from '../api.js';
 import { Empty, ErrorBox } from '../components/Bits.js';
 import { Markdown } from '../components/Markdown.js';
-import { AnswerClock, readChatChunk } from '../lib/chat.js';
+import { AnswerClock, chatModelIds, readChatChunk } from '../lib/chat.js';
 import { formatDuration, formatNumber } from '../lib/format.js';
 import { checkImageFile, dataUrlBytes, IMAGE_ACCEPT, imageBudget, imageSupport, messageContent, sniffDataUrl } from '../lib/images.js';
 import type { ModelListView, ModelView } from '../lib/types.js';
@@ -189,6 +189,11 @@ export function ChatPage(): ReactNode {
   const fileRef = useRef<HTMLInputElement>(null);
   const nextKey = useRef(0);
   const images = imageSupport(conversation.model, cards);
+  const chatIds = models === null ? null : chatModelIds(models, cards);
+  useEffect(() => {
+    // A model the cards show does not chat (read after the list) gives way to the first that does.
+    if (chatIds !== null && chatIds.length > 0 && !chatIds.includes(conversation.model)) setConversation((c) => ({ ...c, model: chatIds[0]! }));
+  }, [chatIds, conversation.model]);
   // A model is ready when any of its runners is (cluster instances, or this node's own runners).
   const readiness = new Map<string, boolean>();
   for (const m of state?.models ?? []) readiness.set(m.modelId, readiness.get(m.modelId) === true || m.state === 'ready');
@@ -211,7 +216,8 @@ export function ChatPage(): ReactNode {
   const loadModels = useCallback(async () => {
     try {
       const res = await inferenceGet<{ data: { id: string }[] }>('v1/models');
-      const ids = res.data.map((m) => m.id);
+      // The voice never chats; models whose cards say they do not are dropped below, once the cards are read.
+      const ids = chatModelIds(res.data.map((m) => m.id), null);
       setModels(ids);
       setModelsError(null);
       setConversation((c) => (ids.length > 0 && !ids.includes(c.model) ? { ...c, model: ids[0]! } : c));
@@ -354,8 +360,8 @@ export function ChatPage(): ReactNode {
       <div className="chat-bar">
         <label>
           Model
-          <select aria-label="Model" value={conversation.model} onChange={(e) => setOption({ model: e.target.value })} disabled={streaming || !models?.length}>
-            {(models ?? []).map((id) => (
+          <select aria-label="Model" value={conversation.model} onChange={(e) => setOption({ model: e.target.value })} disabled={streaming || !chatIds?.length}>
+            {(chatIds ?? []).map((id) => (
               <option key={id} value={id}>
                 {id}
                 {readiness.get(id) === false ? ' (starting)' : ''}
@@ -406,7 +412,7 @@ export function ChatPage(): ReactNode {
           <a href="#/models">Models page</a> and launch it.
         </p>
       )}
-      {models !== null && models.length === 0 && <Empty>No model is running: launch one on the Models page.</Empty>}
+      {chatIds !== null && chatIds.length === 0 && <Empty>No model is running: launch one on the Models page.</Empty>}
       <div className="messages" aria-live="polite">
         {conversation.messages.length === 0 && <Empty>Ask anything. Answers stream from the cluster; the conversation stays in this browser.</Empty>}
         {conversation.messages.map((m, i) => (

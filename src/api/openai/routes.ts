@@ -6,10 +6,12 @@ import { fromFastifyError } from '../fastify-errors.js';
 import { IMAGE_ROUTE_MAX_BODY_BYTES } from '../images.js';
 import type { FamilyOptions } from '../family.js';
 import { clientAbortSignal, QUEUE_POSITION_HEADER, SseStream, startTask, writeSseData, type StartedTask } from '../stream.js';
+import type { SpeechControl } from '../speech-port.js';
 import { parseBody } from '../validation.js';
 import { toOpenAIError } from './errors.js';
 import { chatRequestToTask, completionRequestToTask, embeddingRequestToTask } from './normalize.js';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest } from './schemas.js';
+import { speechRoutes } from './speech.js';
 import {
   chatChunkBody,
   chatCompletionBody,
@@ -22,21 +24,25 @@ import {
   type ResponseMeta,
 } from './serialize.js';
 
-/** The OpenAI family: `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`. */
-export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions): Promise<void> {
-  const { dispatcher } = options;
+/**
+ * The OpenAI family: `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, and
+ * `/v1/audio/speech` when the node has a voice (listed among the models).
+ */
+export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions & { speech?: SpeechControl }): Promise<void> {
+  const { dispatcher, speech } = options;
+  const models = (): { id: string; created: number }[] => [...dispatcher.models(), ...(speech ? [{ id: speech.modelId, created: speech.createdS }] : [])];
 
   app.setErrorHandler((error, _request, reply) => sendOpenAIError(reply, fromFastifyError(error)));
   app.addHook('onRequest', async (request) => options.apiKeys.check(request.headers));
 
   app.get('/v1/models', async () => ({
     object: 'list',
-    data: dispatcher.models().map((model) => modelBody(model.id, model.created)),
+    data: models().map((model) => modelBody(model.id, model.created)),
   }));
 
   app.get<{ Params: { '*': string } }>('/v1/models/*', async (request) => {
     const id = request.params['*'];
-    const model = dispatcher.models().find((m) => m.id === id);
+    const model = models().find((m) => m.id === id);
     if (!model) throw new ShoalError('MODEL_NOT_FOUND', `model '${id}' does not exist on this cluster: GET /v1/models lists the models`, { param: 'model' });
     return modelBody(model.id, model.created);
   });
@@ -109,6 +115,8 @@ export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions)
       }
     });
   });
+
+  if (speech) speechRoutes(app, speech, dispatcher);
 
   app.post('/v1/embeddings', async (request, reply) => {
     const body = parseBody(EmbeddingRequest, request.body);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AUDIO_FORMATS } from '../speech-port.js';
 import { MAX_EMBEDDING_INPUTS, MAX_MESSAGES, MAX_STOP_SEQUENCE_CHARS, MAX_STOP_SEQUENCES, MAX_TOOLS, MAX_TOP_LOGPROBS } from '../../wire/task.js';
 
 /**
@@ -150,3 +151,15 @@ export const EmbeddingRequest = z.strictObject({
   user: z.string().optional(),
 });
 export type EmbeddingRequest = z.infer<typeof EmbeddingRequest>;
+
+/** `POST /v1/audio/speech`. `instructions` is accepted and ignored: eSpeak NG takes no style prompt. */
+export const SpeechRequestBody = z.strictObject({
+  model: z.string().min(1),
+  input: z.string().min(1, 'must not be empty: give the text to speak'),
+  voice: z.string().min(1, 'must name a voice, such as alloy or en-us'),
+  response_format: z.enum(AUDIO_FORMATS).optional(),
+  speed: z.number().min(0.25, 'must be at least 0.25').max(4, 'must be at most 4').optional(),
+  stream_format: z.enum(['audio', 'sse']).optional(),
+  instructions: z.string().optional(),
+});
+export type SpeechRequestBody = z.infer<typeof SpeechRequestBody>;
