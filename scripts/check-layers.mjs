@@ -69,7 +69,7 @@ const LAYERS = [
   {
     name: 'port',
     why: 'the interfaces the API serves through, filled by the node: they name only plain types',
-    parts: ['api/dispatch.ts', 'api/control/control.ts', 'api/control/models-port.ts', 'api/control/placement-port.ts', 'api/control/diagnostics-port.ts', 'api/control/traces-port.ts', 'api/control/performance-port.ts', 'api/speech-port.ts'],
+    parts: ['api/dispatch.ts', 'api/control/control.ts', 'api/control/models-port.ts', 'api/control/placement-port.ts', 'api/control/diagnostics-port.ts', 'api/control/traces-port.ts', 'api/control/performance-port.ts', 'api/speech-port.ts', 'api/audio-port.ts'],
     may: ['base', 'wire', 'state', 'core'],
   },
   {
@@ -86,7 +86,7 @@ const LAYERS = [
       'doctor/**',
       'diagnostics/**',
       'tracing/**',
-      'speech/**', // the text to speech engine (issue #19)
+      'speech/**', // the text to speech and speech to text engines (issue #19)
     ],
     may: ['base', 'wire', 'state', 'core', 'router'],
     typeOnly: ['port'],

@@ -16,6 +16,8 @@ export interface CollectedAnswer {
   /** Null unless the task asked for log probabilities. */
   logprobs: TokenLogprob[] | null;
   vectors: number[][];
+  /** A transcription's result; null for every other task. */
+  transcript: Extract<TaskEvent, { type: 'transcript' }> | null;
   /** The stop sequence that ended the answer, if one did. */
   stopSequence: string | null;
   finishReason: FinishReason;
@@ -23,7 +25,7 @@ export interface CollectedAnswer {
 }
 
 export async function collectAnswer(events: AsyncIterator<TaskEvent>, wantLogprobs: boolean): Promise<CollectedAnswer> {
-  const answer: CollectedAnswer = { text: '', reasoning: '', toolCalls: [], logprobs: wantLogprobs ? [] : null, vectors: [], stopSequence: null, finishReason: 'stop', usage: { promptTokens: 0, completionTokens: 0 } };
+  const answer: CollectedAnswer = { text: '', reasoning: '', toolCalls: [], logprobs: wantLogprobs ? [] : null, vectors: [], transcript: null, stopSequence: null, finishReason: 'stop', usage: { promptTokens: 0, completionTokens: 0 } };
   let ended = false;
   try {
     for (let next = await events.next(); !next.done; next = await events.next()) {
@@ -55,6 +57,9 @@ function addEvent(answer: CollectedAnswer, event: TaskEvent): boolean {
       return false;
     case 'embeddings':
       answer.vectors = event.vectors;
+      return false;
+    case 'transcript':
+      answer.transcript = event;
       return false;
     case 'end':
       answer.finishReason = event.finishReason;

@@ -31,6 +31,7 @@ import type { HttpTracing, TracesControl } from './control/traces-port.js';
 import { tracesRoutes } from './control/traces-routes.js';
 import { traceHttp } from './http-tracing.js';
 import type { SpeechControl } from './speech-port.js';
+import type { AudioDecoder } from './audio-port.js';
 
 export interface Health {
   ok: boolean;
@@ -66,6 +67,8 @@ export interface ServerOptions {
   performance?: PerformanceControl;
   /** Text to speech (`POST /v1/audio/speech`, the voice listed in `/v1/models`); without it the route is unknown. */
   speech?: SpeechControl;
+  /** Decodes uploads for speech to text (`POST /v1/audio/transcriptions`, `/translations`); without it those routes are unknown. */
+  audio?: AudioDecoder;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -148,7 +151,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   // Ollama's /api/pull and /api/delete manage models on disk, with the access the /models routes have.
   void app.register(ollamaRoutes, { ...familyOptions, adminToken: options.adminToken, ...(options.models ? { models: options.models } : {}) });
   families.push({ owns: (url) => url.startsWith('/api/'), sendError: sendOllamaError, errorBody: (error) => toOllamaError(error).body });
-  void app.register(openAIRoutes, { ...familyOptions, ...(options.speech ? { speech: options.speech } : {}) });
+  void app.register(openAIRoutes, { ...familyOptions, ...(options.speech ? { speech: options.speech } : {}), ...(options.audio ? { audio: options.audio } : {}) });
   void app.register(responsesRoutes, familyOptions);
   families.push({ owns: () => true, sendError: sendOpenAIError, errorBody: (error) => toOpenAIError(error).body });
 

@@ -5,13 +5,13 @@ import type { GpuRequest, GpuType } from './hardware.js';
 import type { EngineCompute, EngineName } from './engines.js';
 import type { Check } from './report.js';
 
-export const BACKEND_ENGINES = ['llama_cpp', 'llama_server', 'rpc'] as const;
+export const BACKEND_ENGINES = ['llama_cpp', 'llama_server', 'rpc', 'whisper'] as const;
 export type BackendEngine = (typeof BACKEND_ENGINES)[number];
 const COMPUTES: readonly EngineCompute[] = ['cuda', 'vulkan', 'metal', 'cpu'];
 export type BackendTag = `${BackendEngine}-${EngineCompute}`;
 
 export function parseBackendTag(text: string): BackendTag | null {
-  const match = /^(llama_cpp|llama_server|rpc)-(cpu|cuda|vulkan|metal)$/.exec(text.trim());
+  const match = /^(llama_cpp|llama_server|rpc|whisper)-(cpu|cuda|vulkan|metal)$/.exec(text.trim());
   return match ? (`${match[1]}-${match[2]}` as BackendTag) : null;
 }
 
@@ -51,6 +51,8 @@ export interface BackendFacts {
   override: string[] | null;
   /** Hardware hints for a GPU the engines cannot use. */
   nvidiaDevicePresent?: boolean;
+  /** The whisper.cpp binding (@fugood/whisper.node) loaded: speech-to-text models run here on the CPU. */
+  whisperLoaded?: boolean;
 }
 
 export interface BackendDerivation {
@@ -80,6 +82,7 @@ export function gpuRemediation(type: GpuType): string {
 
 function overrideRemediation(tag: BackendTag): string {
   const [engine, compute] = tag.split('-') as [BackendEngine, EngineCompute];
+  if (engine === 'whisper') return 'reinstall dependencies (npm ci) so the whisper.cpp binding loads, or remove the tag from the configured list';
   if (engine !== 'llama_cpp') return 'build the engines with shoal doctor --fix, or remove the tag from the configured list';
   if (compute === 'cpu') return 'reinstall dependencies (npm ci) so node-llama-cpp loads, or remove the tag from the configured list';
   return gpuRemediation(compute);
@@ -143,6 +146,8 @@ export function deriveBackends(facts: BackendFacts): BackendDerivation {
     if (state.built && state.runs && state.compute) detected.add(`${engine}-${state.compute}`);
   }
 
+  if (facts.whisperLoaded === true) detected.add('whisper-cpu');
+
   const detectedTags = sortBackendTags(detected);
   if (facts.override === null) return { tags: detectedTags, detected: detectedTags, source: 'detected', conflicts };
 
@@ -155,7 +160,7 @@ export function deriveBackends(facts: BackendFacts): BackendDerivation {
         id: `backends.config.${text}`,
         level: 'error',
         summary: `"${text}" is not a backend tag`,
-        remediation: `use <engine>-<compute> with engine llama_cpp, llama_server or rpc and compute cpu, cuda, vulkan or metal (detected here: ${detectedTags.join(', ') || 'none'})`,
+        remediation: `use <engine>-<compute> with engine llama_cpp, llama_server, rpc or whisper and compute cpu, cuda, vulkan or metal (detected here: ${detectedTags.join(', ') || 'none'})`,
       });
       continue;
     }

@@ -44,6 +44,7 @@ export interface ServingInstance {
 
 function capabilityFor(task: RunnerTask): ModelCapability {
   if (task.kind === 'embed') return 'embeddings';
+  if (task.kind === 'transcribe') return 'transcription';
   if (task.kind === 'count') return task.prompt.kind === 'chat' ? 'chat' : 'completion';
   if (task.tools.length > 0 && task.toolChoice.mode !== 'none') return 'tools';
   return task.prompt.kind === 'chat' ? 'chat' : 'completion';
@@ -52,7 +53,7 @@ function capabilityFor(task: RunnerTask): ModelCapability {
 /** Everything a task needs of its model: a prompt with images needs `vision` on top of its own capability. */
 export function capabilitiesFor(task: RunnerTask): ModelCapability[] {
   const needed = [capabilityFor(task)];
-  if (task.kind !== 'embed' && promptImages(task.prompt).length > 0) needed.push('vision');
+  if ((task.kind === 'generate' || task.kind === 'count') && promptImages(task.prompt).length > 0) needed.push('vision');
   return needed;
 }
 

@@ -2,10 +2,12 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { ModelId } from '../common/ids.js';
-import { BUILTIN_MODEL_SPECS, BUILTIN_PROJECTOR_SPECS, ensureGeneratedModel } from './generate/builtin.js';
+import { BUILTIN_MODEL_SPECS, BUILTIN_PROJECTOR_SPECS, BUILTIN_WHISPER_SPECS, ensureGeneratedModel } from './generate/builtin.js';
+import { ensureGeneratedWhisperModel } from './generate/whisper-model.js';
 import { ensureGeneratedProjector } from './generate/projector.js';
 import { GENERATOR_VERSION } from './generate/random-model.js';
 
+/** The generated text models (the speech-to-text ones, BUILTIN_WHISPER_SPECS, are placed only, never a node's default). */
 export const BUILTIN_MODEL_IDS = Object.keys(BUILTIN_MODEL_SPECS);
 
 /**
@@ -16,6 +18,15 @@ export async function resolveBuiltinModel(
   id: string,
   modelsDir: string,
 ): Promise<{ id: ModelId; path: string; generated: boolean } | null> {
+  const whisper = BUILTIN_WHISPER_SPECS[id];
+  if (whisper) {
+    // whisper.cpp's own ggml format, not a GGUF (generate/whisper-model.ts).
+    const whisperHash = createHash('sha256').update(`${GENERATOR_VERSION}:${JSON.stringify(whisper)}`).digest('hex').slice(0, 12);
+    const whisperPath = join(modelsDir, 'builtin', `${id.replaceAll('/', '--')}-${whisperHash}.bin`);
+    const existed = existsSync(whisperPath);
+    await ensureGeneratedWhisperModel(whisper, whisperPath);
+    return { id: ModelId.parse(id), path: whisperPath, generated: !existed };
+  }
   const spec = BUILTIN_MODEL_SPECS[id];
   if (!spec) return null;
   const specHash = createHash('sha256').update(`${GENERATOR_VERSION}:${JSON.stringify(spec)}`).digest('hex').slice(0, 12);

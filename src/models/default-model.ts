@@ -16,7 +16,7 @@ export async function resolveDefaultModel(spec: string, dataDir: string, log: Lo
     return { id: id.data, path: spec };
   }
   const started = Date.now();
-  const resolved = await resolveBuiltinModel(spec, modelsDir(dataDir));
+  const resolved = BUILTIN_MODEL_IDS.includes(spec) ? await resolveBuiltinModel(spec, modelsDir(dataDir)) : null;
   if (!resolved) {
     throw new ShoalError('MODEL_NOT_FOUND', `unknown default model '${spec}': built-in models are ${BUILTIN_MODEL_IDS.join(', ')}, or pass the path of a .gguf file`);
   }

@@ -34,6 +34,7 @@ import { placementControl } from '../placement/control.js';
 import { PlacementService } from '../placement/service.js';
 import { InstanceHost } from '../worker/instance-host.js';
 import { openRpcTunnel, serveRpcTunnel } from '../worker/rpc-tunnel.js';
+import { whisperBindingLoads } from '../worker/engines/whisper-runner.js';
 import { createEngineFactory, donorPorts, moveDefaultModel, offeredBackends, servedByLlamaServer } from '../worker/engine-factory.js';
 import { chooseDefaultEngine, type EngineRequest } from '../worker/default-engine.js';
 import { GpuMonitor } from '../worker/gpus.js';
@@ -58,6 +59,7 @@ import { EnvelopeStore } from '../diagnostics/envelope.js';
 import { EnvelopeMeter } from '../diagnostics/envelope-meter.js';
 import { IssuedSecrets, performanceControl } from '../diagnostics/capture.js';
 import { EspeakVoice } from '../speech/espeak-voice.js';
+import { decodeAudio } from '../speech/stt/audio.js';
 
 export interface NodeOptions {
   log: Logger;
@@ -201,7 +203,9 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   // Every node serves its default model itself, through the fastest engine it has; cluster state places everything else.
   let engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
   // What this node advertises: what it detects and can run, derived as `shoal doctor` derives it, or `--backends`.
-  let backends = offeredBackends({ engines, llamaCpp: gpus.llamaCpp, gpuRequest: options.gpu, override: options.backends ?? null, nvidiaDevicePresent: gpus.nvidiaDevicePresent });
+  // Speech-to-text models run in this process through the whisper.cpp binding, where its prebuilt loads.
+  const whisperLoaded = await whisperBindingLoads(log.child({ part: 'worker' }));
+  let backends = offeredBackends({ engines, llamaCpp: gpus.llamaCpp, gpuRequest: options.gpu, override: options.backends ?? null, nvidiaDevicePresent: gpus.nvidiaDevicePresent, whisperLoaded });
   for (const conflict of backends.conflicts) log.warn({ backends: backends.tags }, `${conflict.summary}${conflict.remediation ? ` (${conflict.remediation})` : ''}`);
   const llamaCppGpu = backends.detected.some((tag) => tag.startsWith('llama_cpp-') && tag !== 'llama_cpp-cpu');
   const servedBy = engines === null ? null : servedByLlamaServer(engines, options.gpu === false ? [] : gpus.readings());
@@ -391,6 +395,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     traces: tracer,
     diagnostics: { node: nodeDiagnosticsNow, cluster: () => clusterDiagnostics.cluster(), timeline: (query) => clusterDiagnostics.timeline(query) },
     speech: voice,
+    audio: { decode: decodeAudio },
     performance: performanceControl({
       nodeId: plane.nodeId,
       name,
@@ -433,7 +438,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     // throw and the worker logs their outcomes.
     void host.useEngines(next);
     void moveDefaultModel(worker, next, { requested: options.engine ?? 'auto', gpuPresent: llamaCppGpu, detected: gpus.readings() }, log.child({ part: 'worker' }));
-    backends = offeredBackends({ engines: next, llamaCpp: gpus.llamaCpp, gpuRequest: options.gpu, override: options.backends ?? null, nvidiaDevicePresent: gpus.nvidiaDevicePresent });
+    backends = offeredBackends({ engines: next, llamaCpp: gpus.llamaCpp, gpuRequest: options.gpu, override: options.backends ?? null, nvidiaDevicePresent: gpus.nvidiaDevicePresent, whisperLoaded });
     telemetry.publishResources();
     log.info({ backends: backends.tags, source: ready.source }, `llama-server and ggml-rpc-server (${ready.compute}) are in use: this node now advertises ${backends.tags.join(', ')}`);
   };

@@ -16,6 +16,7 @@ import type { CardKvCacheType, FlashAttentionMode, ModelCard } from '../models/c
 import { loadCatalog } from '../models/cards/catalog.js';
 import { readGgufFacts, type GgufFacts } from '../models/cards/gguf-facts.js';
 import { projectorPath } from '../models/projector-file.js';
+import { transcriptionFacts } from './transcription-facts.js';
 import { modelsDir } from '../common/paths.js';
 import type { PlacementError } from './errors.js';
 import type { ClusterNode } from './nodes.js';
@@ -88,6 +89,7 @@ function capabilitiesOf(card: ModelCard): ModelCapability[] {
   if (card.tasks.includes('chat')) out.push('chat');
   if (card.tasks.includes('completion')) out.push('completion');
   if (card.tasks.includes('embeddings')) out.push('embeddings');
+  if (card.tasks.includes('transcription')) out.push('transcription');
   if (card.capabilities.tools) out.push('tools');
   if (card.capabilities.vision) out.push('vision');
   return out;
@@ -215,7 +217,7 @@ export class PlacementService {
     }
     let facts: GgufFacts;
     try {
-      facts = await readGgufFacts(path);
+      facts = card.tasks.includes('transcription') ? transcriptionFacts((await stat(path)).size) : await readGgufFacts(path);
     } catch (error) {
       throw new ShoalError('MODEL_FAILED', `cannot read the GGUF header of '${modelId}' at ${path}: ${errorMessage(error)}`, { cause: error });
     }

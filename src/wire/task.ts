@@ -20,6 +20,18 @@ export const MAX_TASK_IMAGE_BYTES = 12 * 1024 * 1024;
 /** Base64 characters of MAX_IMAGE_BYTES. */
 export const MAX_IMAGE_BASE64_CHARS = Math.ceil(MAX_IMAGE_BYTES / 3) * 4;
 
+/** Longest audio one transcription task carries (issue #19: speech to text). */
+export const MAX_AUDIO_SECONDS = 900;
+/** The sample rate of a transcription task's audio: what whisper reads. */
+export const TRANSCRIBE_SAMPLE_RATE = 16_000;
+/** Base64 characters of MAX_AUDIO_SECONDS of 16-bit mono at TRANSCRIBE_SAMPLE_RATE (28.8 MB, 38.4 MB as base64): one `/shoal/infer/1` frame. */
+export const MAX_AUDIO_BASE64_CHARS = Math.ceil((MAX_AUDIO_SECONDS * TRANSCRIBE_SAMPLE_RATE * 2) / 3) * 4;
+/** Characters of a transcription's `prompt` (whisper reads at most its last 224 tokens of it). */
+export const MAX_TRANSCRIBE_PROMPT_CHARS = 4096;
+/** Segments and words one transcript may carry (900 s of fast speech is under 4000 words). */
+export const MAX_TRANSCRIPT_SEGMENTS = 8192;
+export const MAX_TRANSCRIPT_WORDS = 32_768;
+
 /** The image formats the API accepts, told apart by their leading bytes (never by what the client claims). */
 export const IMAGE_MEDIA_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'] as const;
 export type ImageMediaType = (typeof IMAGE_MEDIA_TYPES)[number];
@@ -160,7 +172,27 @@ export const CountTask = z.strictObject({
 });
 export type CountTask = z.infer<typeof CountTask>;
 
-export const RunnerTask = z.discriminatedUnion('kind', [InferenceTask, EmbeddingTask, CountTask]);
+/**
+ * Audio to text (OpenAI /v1/audio/transcriptions and /translations) for a speech-to-text model. The
+ * API node has decoded and resampled the upload, so a bad file is refused before anything travels and
+ * the serving node gets one format: 16-bit little-endian mono PCM at TRANSCRIBE_SAMPLE_RATE, base64.
+ */
+export const TranscribeTask = z.strictObject({
+  kind: z.literal('transcribe'),
+  model: z.string().min(1),
+  audio: z.string().min(4).max(MAX_AUDIO_BASE64_CHARS).regex(/^[A-Za-z0-9+/]*={0,2}$/, 'audio is standard base64'),
+  /** ISO-639-1 code; null: the model detects it. */
+  language: z.string().min(2).max(16).nullable(),
+  /** Text the model continues from (names, spelling, style); null: none. */
+  prompt: z.string().max(MAX_TRANSCRIBE_PROMPT_CHARS).nullable(),
+  /** Into English (/v1/audio/translations) rather than in the spoken language. */
+  translate: z.boolean(),
+  wordTimestamps: z.boolean(),
+  temperature: z.number().min(0).max(1),
+});
+export type TranscribeTask = z.infer<typeof TranscribeTask>;
+
+export const RunnerTask = z.discriminatedUnion('kind', [InferenceTask, EmbeddingTask, CountTask, TranscribeTask]);
 export type RunnerTask = z.infer<typeof RunnerTask>;
 
 export const FinishReason = z.enum(['stop', 'length', 'tool_calls']);
@@ -190,6 +222,7 @@ export type TokenLogprob = z.infer<typeof TokenLogprob>;
 /**
  * What a runner streams back for one task. Any task may first get `queued` reports. Generate: one `start`, then any of `text`, `reasoning`,
  * `tool_call`, `tool_call_delta`, then one `end`. Count: `start`, `end`. Embed: `start`, `embeddings`, `end`.
+ * Transcribe: `start` (its `promptTokens` the audio's 20 ms frames, which whisper's encoder reads), `transcript`, `end` (no tokens counted).
  */
 export const TaskEvent = z.discriminatedUnion('type', [
   /**
@@ -207,6 +240,23 @@ export const TaskEvent = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('tool_call_delta'), index: z.number().int().nonnegative(), arguments: z.string() }),
   z.strictObject({ type: z.literal('embeddings'), vectors: z.array(z.array(z.number())) }),
   z.strictObject({
+    type: z.literal('transcript'),
+    /** The language spoken (ISO-639-1), as asked or as the model detected it. */
+    language: z.string().max(16),
+    durationS: z.number().nonnegative(),
+    text: z.string(),
+    segments: z
+      .array(
+        z.strictObject({
+          startS: z.number().nonnegative(),
+          endS: z.number().nonnegative(),
+          text: z.string(),
+          words: z.array(z.strictObject({ word: z.string(), startS: z.number().nonnegative(), endS: z.number().nonnegative() })).max(MAX_TRANSCRIPT_WORDS).optional(),
+        }),
+      )
+      .max(MAX_TRANSCRIPT_SEGMENTS),
+  }),
+  z.strictObject({
     type: z.literal('end'),
     finishReason: FinishReason,
     /** Which of the task's stop sequences ended the answer, when one did. */
@@ -215,3 +265,5 @@ export const TaskEvent = z.discriminatedUnion('type', [
   }),
 ]);
 export type TaskEvent = z.infer<typeof TaskEvent>;
+/** What a transcription produced: its `transcript` event without the tag. */
+export type Transcript = Omit<Extract<TaskEvent, { type: 'transcript' }>, 'type'>;

@@ -17,6 +17,9 @@
  * 6: tasks may carry images (user messages' and text prompts' `images`, wire/task.ts) and instances the
  *    `vision` capability (wire/capability.ts), which version-5 strict schemas refuse.
  * 7: the MovePart command and PartMoved event (a full part moved onto llama-server once its node has
- *    it: master/state/commands.ts), which version-6 logs and snapshots refuse.
+ *    it: master/state/commands.ts), which version-6 logs and snapshots refuse. Also speech to text:
+ *    `transcribe` tasks and `transcript` events on `/shoal/infer/1` (wire/task.ts), the
+ *    `transcription` capability in place of the unused `speech` (wire/capability.ts) and the
+ *    `whisper-cpu` backend tag in resources telemetry.
  */
 export const WIRE_VERSION = 7;

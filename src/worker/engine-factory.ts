@@ -42,6 +42,8 @@ export function offeredBackends(input: {
   gpuRequest: GpuRequest;
   override: string[] | null;
   nvidiaDevicePresent: boolean;
+  /** The whisper.cpp binding loads here (whisperBindingLoads); absent: it was not looked for. */
+  whisperLoaded?: boolean;
 }): BackendDerivation {
   const managed = { built: input.engines !== null, runs: input.engines !== null, compute: input.engines?.compute ?? null };
   return deriveBackends({
@@ -50,6 +52,7 @@ export function offeredBackends(input: {
     gpuRequest: input.gpuRequest,
     override: input.override,
     nvidiaDevicePresent: input.nvidiaDevicePresent,
+    ...(input.whisperLoaded !== undefined ? { whisperLoaded: input.whisperLoaded } : {}),
   });
 }
 

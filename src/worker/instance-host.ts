@@ -13,6 +13,7 @@ import { tensorSplitOf } from '../placement/plan.js';
 import { partOffload, type DraftInput } from './engines/llama-server-args.js';
 import { draftFor } from './draft.js';
 import { projectorFor } from './projector.js';
+import { WhisperRunner } from './engines/whisper-runner.js';
 import type { ClusterState } from '../master/state/state.js';
 import type { RunnerReport } from '../wire/telemetry.js';
 import { assignmentsFor, memoryGuard, nextActions, type Assignment } from './assignments.js';
@@ -270,6 +271,9 @@ export class InstanceHost implements AsyncDisposable {
       log.warn(`could not get the model file: ${errorMessage(error)}; re-placing without this node`);
       await this.once(instance, () => this.options.placement.replace(instance, this.options.selfId, 'download-failed'));
       throw error;
+    }
+    if (engine === 'whisper') {
+      return new WhisperRunner({ modelPath, threads: this.options.worker.threads, log, onChange: () => this.options.worker.changed() });
     }
     if (engine === 'llama_cpp') {
       return this.options.worker.llamaCppRunner(instance.instanceId, instance.modelId, modelPath, {

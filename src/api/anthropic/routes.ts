@@ -54,7 +54,7 @@ type End = Extract<TaskEvent, { type: 'end' }>;
 
 /** Routes one event of a generation: content to the assembler, `end` out; anything else breaks the contract. */
 function contentOrEnd(event: TaskEvent): ContentEvent | End {
-  if (event.type === 'queued' || event.type === 'start' || event.type === 'embeddings') {
+  if (event.type === 'queued' || event.type === 'start' || event.type === 'embeddings' || event.type === 'transcript') {
     throw new ShoalError('INTERNAL', `the runner sent a '${event.type}' event in the middle of a generation`);
   }
   return event;

@@ -303,6 +303,7 @@ async function readAnswer(started: StartedTask, thinking: boolean, topLogprobs: 
       case 'queued':
       case 'start':
       case 'embeddings':
+      case 'transcript':
         throw new ShoalError('INTERNAL', `the runner sent an unexpected '${event.type}' event during a generation`);
       default:
         assertNever(event, 'task event');

@@ -10,7 +10,7 @@ import type { CollectedAnswer } from '../collect.js';
 import { chatChunkBody, chatCompletionBody, chatUsageChunkBody, completionBody, embeddingBase64, embeddingsBody, modelBody, type ResponseMeta } from './serialize.js';
 
 function answer(fields: Partial<CollectedAnswer>): CollectedAnswer {
-  return { text: '', reasoning: '', toolCalls: [], logprobs: null, vectors: [], stopSequence: null, finishReason: 'stop', usage: { promptTokens: 10, completionTokens: 5 }, ...fields };
+  return { text: '', reasoning: '', toolCalls: [], logprobs: null, vectors: [], transcript: null, stopSequence: null, finishReason: 'stop', usage: { promptTokens: 10, completionTokens: 5 }, ...fields };
 }
 
 const meta: ResponseMeta = { id: 'chatcmpl-1', model: 'shoal/tiny', created: 1_700_000_000 };

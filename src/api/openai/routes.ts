@@ -7,11 +7,13 @@ import { IMAGE_ROUTE_MAX_BODY_BYTES } from '../images.js';
 import type { FamilyOptions } from '../family.js';
 import { clientAbortSignal, QUEUE_POSITION_HEADER, SseStream, startTask, writeSseData, type StartedTask } from '../stream.js';
 import type { SpeechControl } from '../speech-port.js';
+import type { AudioDecoder } from '../audio-port.js';
 import { parseBody } from '../validation.js';
 import { toOpenAIError } from './errors.js';
 import { chatRequestToTask, completionRequestToTask, embeddingRequestToTask } from './normalize.js';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest } from './schemas.js';
 import { speechRoutes } from './speech.js';
+import { transcriptionRoutes } from './transcriptions.js';
 import {
   chatChunkBody,
   chatCompletionBody,
@@ -26,9 +28,10 @@ import {
 
 /**
  * The OpenAI family: `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, and
- * `/v1/audio/speech` when the node has a voice (listed among the models).
+ * `/v1/audio/speech` when the node has a voice (listed among the models), `/v1/audio/transcriptions`
+ * and `/v1/audio/translations` when it can decode audio.
  */
-export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions & { speech?: SpeechControl }): Promise<void> {
+export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions & { speech?: SpeechControl; audio?: AudioDecoder }): Promise<void> {
   const { dispatcher, speech } = options;
   const models = (): { id: string; created: number }[] => [...dispatcher.models(), ...(speech ? [{ id: speech.modelId, created: speech.createdS }] : [])];
 
@@ -117,6 +120,7 @@ export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions 
   });
 
   if (speech) speechRoutes(app, speech, dispatcher);
+  if (options.audio) transcriptionRoutes(app, dispatcher, options.audio);
 
   app.post('/v1/embeddings', async (request, reply) => {
     const body = parseBody(EmbeddingRequest, request.body);

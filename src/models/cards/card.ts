@@ -6,13 +6,16 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ModelId } from '../../common/ids.js';
-import { BUILTIN_MODEL_SPECS, BUILTIN_PROJECTOR_SPECS } from '../generate/builtin.js';
+import { BUILTIN_MODEL_SPECS, BUILTIN_PROJECTOR_SPECS, BUILTIN_WHISPER_SPECS } from '../generate/builtin.js';
 import { CARD_KV_CACHE_TYPES, FLASH_ATTENTION_MODES } from './runtime-knobs.js';
 
 export { CARD_KV_CACHE_TYPES, FLASH_ATTENTION_MODES, type CardKvCacheType, type FlashAttentionMode } from './runtime-knobs.js';
 
-/** Engines a backend tag can name; the same set the node advertises (`<engine>-<compute>`). */
-export const CARD_ENGINES = ['llama_cpp', 'llama_server', 'rpc'] as const;
+/**
+ * Engines a backend tag can name; the same set the node advertises (`<engine>-<compute>`). `whisper`
+ * is whisper.cpp in-process (@fugood/whisper.node), for speech-to-text cards only.
+ */
+export const CARD_ENGINES = ['llama_cpp', 'llama_server', 'rpc', 'whisper'] as const;
 export type CardEngine = (typeof CARD_ENGINES)[number];
 export const CARD_COMPUTES = ['cpu', 'cuda', 'vulkan', 'metal'] as const;
 
@@ -27,7 +30,8 @@ export function engineOf(tag: string): string {
   return tag.slice(0, tag.lastIndexOf('-'));
 }
 
-export const CARD_TASKS = ['chat', 'completion', 'embeddings'] as const;
+/** `transcription`: speech to text (a whisper model), a card's only task when it has it. */
+export const CARD_TASKS = ['chat', 'completion', 'embeddings', 'transcription'] as const;
 export type CardTask = (typeof CARD_TASKS)[number];
 
 /** Bounds of the runtime knobs: beyond them a card is a typo, not a wish. */
@@ -55,7 +59,10 @@ export const CardSource = z.discriminatedUnion('kind', [
     kind: z.literal('builtin'),
     spec: z
       .string()
-      .refine((spec) => Object.hasOwn(BUILTIN_MODEL_SPECS, spec), `spec must be one of the generated models: ${Object.keys(BUILTIN_MODEL_SPECS).join(', ')}`),
+      .refine(
+        (spec) => Object.hasOwn(BUILTIN_MODEL_SPECS, spec) || Object.hasOwn(BUILTIN_WHISPER_SPECS, spec),
+        `spec must be one of the generated models: ${[...Object.keys(BUILTIN_MODEL_SPECS), ...Object.keys(BUILTIN_WHISPER_SPECS)].join(', ')}`,
+      ),
   }),
   z.strictObject({
     kind: z.literal('file'),
@@ -193,6 +200,7 @@ export const ModelCard = z
   })
   .superRefine((card, ctx) => {
     if (card.projector !== undefined) projectorIssues(card, card.projector).forEach(([path, message]) => ctx.addIssue({ code: 'custom', path, message }));
+    transcriptionIssues(card).forEach(([path, message]) => ctx.addIssue({ code: 'custom', path, message }));
     card.backend_preference.forEach((tag, i) => {
       if (!card.compatible_backends.includes(tag)) {
         ctx.addIssue({ code: 'custom', path: ['backend_preference', i], message: `'${tag}' is not in compatible_backends` });
@@ -227,6 +235,29 @@ export const ModelCard = z
     }
   });
 export type ModelCard = z.infer<typeof ModelCard>;
+
+/**
+ * A speech-to-text card is a whisper model (whisper.cpp's ggml file, not a GGUF) served by the
+ * in-process whisper engine and nothing else, and only such a card runs there. Its file is generated
+ * (`builtin`) or a path (`file`): the hub and the store hold GGUFs only, so far.
+ */
+function transcriptionIssues(card: Pick<ModelCard, 'source' | 'tasks' | 'compatible_backends' | 'projector' | 'runtime'>): Array<[Array<string | number>, string]> {
+  const issues: Array<[Array<string | number>, string]> = [];
+  const transcribes = card.tasks.includes('transcription');
+  const whisperTags = card.compatible_backends.map((tag, i) => [tag, i] as const).filter(([tag]) => engineOf(tag) === 'whisper');
+  if (!transcribes) {
+    for (const [tag, i] of whisperTags) issues.push([['compatible_backends', i], `'${tag}' runs speech-to-text models only: add it to a card whose tasks are ["transcription"]`]);
+    if (card.source.kind === 'builtin' && Object.hasOwn(BUILTIN_WHISPER_SPECS, card.source.spec)) issues.push([['tasks'], `the generated model '${card.source.spec}' is a speech-to-text model: its tasks are ["transcription"]`]);
+    return issues;
+  }
+  if (card.tasks.length > 1) issues.push([['tasks'], 'a speech-to-text model does nothing else: tasks = ["transcription"]']);
+  if (whisperTags.length !== card.compatible_backends.length) issues.push([['compatible_backends'], 'a speech-to-text model runs on the whisper engine only: compatible_backends = ["whisper-cpu"]']);
+  if (card.source.kind === 'builtin' && !Object.hasOwn(BUILTIN_WHISPER_SPECS, card.source.spec)) issues.push([['source', 'spec'], `'${card.source.spec}' is a text model; the generated speech-to-text models: ${Object.keys(BUILTIN_WHISPER_SPECS).join(', ')}`]);
+  if (card.source.kind === 'huggingface' || card.source.kind === 'local') issues.push([['source', 'kind'], 'a speech-to-text model is a whisper.cpp ggml file on this machine: source kind "file" (with its path) or a generated "builtin"']);
+  if (card.projector !== undefined) issues.push([['projector'], 'a speech-to-text model has no projector']);
+  if (card.runtime.speculative !== undefined) issues.push([['runtime', 'speculative'], 'a speech-to-text model has no draft']);
+  return issues;
+}
 
 function projectorIssues(card: Pick<ModelCard, 'source' | 'capabilities' | 'compatible_backends'>, projector: CardProjector): Array<[Array<string | number>, string]> {
   const issues: Array<[Array<string | number>, string]> = [];

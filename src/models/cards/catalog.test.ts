@@ -3,10 +3,10 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BUILTIN_MODEL_SPECS } from '../generate/builtin.js';
+import { BUILTIN_MODEL_SPECS, BUILTIN_WHISPER_SPECS } from '../generate/builtin.js';
 import { BUILTIN_CARDS, cardsDir, loadCatalog } from './catalog.js';
 import { readCardFile } from './parse.js';
-import type { ModelCard } from './card.js';
+import { ModelCard } from './card.js';
 
 async function withDataDir(run: (dir: string) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'shoal-cards-'));
@@ -21,8 +21,8 @@ const card = (id: string, extra = '') =>
   `id = "${id}"\nname = "${id}"\ntasks = ["chat"]\ncompatible_backends = ["llama_cpp-cpu"]\n${extra}[source]\nkind = "file"\npath = "model.gguf"\n`;
 
 test('every generated model has a built-in card, with its behaviour as capabilities', () => {
-  assert.deepEqual(BUILTIN_CARDS.map((c) => c.id).sort(), Object.keys(BUILTIN_MODEL_SPECS).sort());
-  for (const c of BUILTIN_CARDS) {
+  assert.deepEqual(BUILTIN_CARDS.map((c) => c.id).sort(), [...Object.keys(BUILTIN_MODEL_SPECS), ...Object.keys(BUILTIN_WHISPER_SPECS)].sort());
+  for (const c of BUILTIN_CARDS.filter((card) => !card.tasks.includes('transcription'))) {
     assert.deepEqual(c.source, { kind: 'builtin', spec: c.id });
     // The vision model's projector loads in llama-server only.
     assert.ok(c.compatible_backends.includes(c.projector === undefined ? 'llama_cpp-cpu' : 'llama_server-cpu'));
@@ -36,6 +36,21 @@ test('every generated model has a built-in card, with its behaviour as capabilit
   assert.equal(vision?.capabilities.vision, true);
   assert.deepEqual(vision?.projector, { kind: 'builtin' });
   assert.ok(vision?.compatible_backends.every((tag) => tag.startsWith('llama_server-')));
+  // The speech-to-text model runs on the whisper engine alone, one transcription at a time.
+  const whisper = byId.get('shoal/tiny-whisper');
+  assert.deepEqual([whisper?.tasks, whisper?.compatible_backends, whisper?.runtime.parallel], [['transcription'], ['whisper-cpu'], 1]);
+});
+
+test('a speech-to-text card is a whisper model on the whisper engine only, and only such a card runs there', () => {
+  const card = (fields: Record<string, unknown>) => ModelCard.safeParse({ id: 'acme/stt', name: 'stt', source: { kind: 'file', path: '/m/ggml-base.bin' }, tasks: ['transcription'], compatible_backends: ['whisper-cpu'], ...fields });
+  assert.ok(card({}).success);
+  const messages = (fields: Record<string, unknown>): string => (card(fields).error?.issues ?? []).map((i) => i.message).join('; ');
+  assert.match(messages({ tasks: ['transcription', 'chat'] }), /does nothing else/);
+  assert.match(messages({ compatible_backends: ['whisper-cpu', 'llama_cpp-cpu'] }), /whisper engine only/);
+  assert.match(messages({ source: { kind: 'builtin', spec: 'shoal/tiny' } }), /is a text model/);
+  assert.match(messages({ tasks: ['chat'], compatible_backends: ['whisper-cpu'] }), /runs speech-to-text models only/);
+  assert.match(messages({ tasks: ['chat'], compatible_backends: ['llama_cpp-cpu'], source: { kind: 'builtin', spec: 'shoal/tiny-whisper' } }), /is a speech-to-text model/);
+  assert.match(messages({ source: { kind: 'huggingface', repo: 'a/b', file: 'm.gguf', revision: 'a'.repeat(40) } }), /source kind "file"/);
 });
 
 test('no cards directory: just the built-ins, no errors', async () => {

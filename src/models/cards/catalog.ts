@@ -5,7 +5,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errorMessage } from '../../common/errors.js';
-import { TINY_EOS_MODEL_ID, TINY_MODEL_ID, TINY_THINK_MODEL_ID, TINY_TOOLS_MODEL_ID, TINY_VISION_MODEL_ID } from '../generate/builtin.js';
+import { TINY_EOS_MODEL_ID, TINY_MODEL_ID, TINY_THINK_MODEL_ID, TINY_TOOLS_MODEL_ID, TINY_VISION_MODEL_ID, TINY_WHISPER_MODEL_ID } from '../generate/builtin.js';
 import { ModelCard, type ModelCardInput } from './card.js';
 import { CardError, readCardFile } from './parse.js';
 
@@ -56,12 +56,25 @@ const TINY_VISION_CARD = ModelCard.parse({
   runtime: { min_nodes: 1 },
 } satisfies ModelCardInput);
 
+/** The speech-to-text model: a generated whisper model on the in-process whisper engine (random weights: its transcripts are noise). */
+const TINY_WHISPER_CARD = ModelCard.parse({
+  id: TINY_WHISPER_MODEL_ID,
+  name: 'Shoal tiny, transcribing speech (generated, random weights)',
+  source: { kind: 'builtin', spec: TINY_WHISPER_MODEL_ID },
+  tasks: ['transcription'],
+  compatible_backends: ['whisper-cpu'],
+  backend_preference: [],
+  // One transcription at a time per engine: slots would only queue inside it.
+  runtime: { min_nodes: 1, parallel: 1 },
+} satisfies ModelCardInput);
+
 export const BUILTIN_CARDS: readonly ModelCard[] = [
   builtinCard(TINY_MODEL_ID, 'Shoal tiny (generated, random weights)', { tools: true, reasoning: false }),
   builtinCard(TINY_EOS_MODEL_ID, 'Shoal tiny, ending its replies', { tools: true, reasoning: false }),
   builtinCard(TINY_THINK_MODEL_ID, 'Shoal tiny, reasoning', { tools: true, reasoning: true }),
   builtinCard(TINY_TOOLS_MODEL_ID, 'Shoal tiny, calling tools', { tools: true, reasoning: false }),
   TINY_VISION_CARD,
+  TINY_WHISPER_CARD,
 ];
 
 export function cardsDir(dataDir: string): string {

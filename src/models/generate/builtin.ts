@@ -5,12 +5,14 @@ import { access, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { generateRandomModel, parseModelSpec, type GenerateOptions, type RandomModelSpec } from './random-model.js';
 import { parseProjectorSpec, type ProjectorSpec } from './projector.js';
+import { TINY_WHISPER_SPEC, type WhisperModelSpec } from './whisper-model.js';
 
 export const TINY_MODEL_ID = 'shoal/tiny';
 export const TINY_EOS_MODEL_ID = 'shoal/tiny-eos';
 export const TINY_THINK_MODEL_ID = 'shoal/tiny-think';
 export const TINY_TOOLS_MODEL_ID = 'shoal/tiny-tools';
 export const TINY_VISION_MODEL_ID = 'shoal/tiny-vision';
+export const TINY_WHISPER_MODEL_ID = 'shoal/tiny-whisper';
 
 /** ~1 MB of f32: fast to generate and load, and f32 keeps CPU inference exact and quick. */
 export const TINY_MODEL_SPEC: RandomModelSpec = parseModelSpec({
@@ -87,6 +89,11 @@ export const BUILTIN_MODEL_SPECS: Readonly<Record<string, RandomModelSpec>> = {
   [TINY_THINK_MODEL_ID]: TINY_THINK_MODEL_SPEC,
   [TINY_TOOLS_MODEL_ID]: TINY_TOOLS_MODEL_SPEC,
   [TINY_VISION_MODEL_ID]: TINY_VISION_MODEL_SPEC,
+};
+
+/** The generated speech-to-text models (whisper.cpp's ggml format, whisper-model.ts), by model id. */
+export const BUILTIN_WHISPER_SPECS: Readonly<Record<string, WhisperModelSpec>> = {
+  [TINY_WHISPER_MODEL_ID]: TINY_WHISPER_SPEC,
 };
 
 /** The generated models that come with a projector (their cards' `projector = { kind = "builtin" }`), by model id. */

@@ -262,6 +262,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
     if (task.kind === 'embed' && !this.options.embeddings) {
       throw new ShoalError('CAPABILITY_MISSING', 'this model instance does not serve embeddings: place an embedding model, or one whose card lists the embeddings capability');
     }
+    if (task.kind === 'transcribe') throw new ShoalError('CAPABILITY_MISSING', 'llama-server serves text models, not speech to text: send audio to a speech-to-text model (a card with the transcription task)');
     const id = randomUUID();
     // Counting holds no KV cells, so it does not queue for a reservation.
     if (task.kind !== 'count') {
@@ -732,7 +733,7 @@ export class LlamaServerRunner implements InstanceRunner, AsyncDisposable {
  * (HTTP 500) on some routes: the request's fault, said as such. Null for any other error.
  */
 function imageRefusal(task: RunnerTask, error: ShoalError): ShoalError | null {
-  if (task.kind === 'embed' || !/failed to load image/i.test(error.message) || promptImages(task.prompt).length === 0) return null;
+  if ((task.kind !== 'generate' && task.kind !== 'count') || !/failed to load image/i.test(error.message) || promptImages(task.prompt).length === 0) return null;
   return new ShoalError('BAD_REQUEST', 'the model could not decode an image of the request: send PNG, JPEG, GIF or WebP files that open in an image viewer', { param: task.prompt.kind === 'chat' ? 'messages' : 'images' });
 }
 

@@ -40,6 +40,7 @@ async function run(message: Extract<ToRunner, { type: 'run' }>): Promise<void> {
   inFlight.set(message.id, controller);
   try {
     if (!engine) throw new ShoalError('MODEL_LOADING', 'the model is still loading');
+    if (message.task.kind === 'transcribe') throw new ShoalError('CAPABILITY_MISSING', 'the in-process engine serves text models, not speech to text: send audio to a speech-to-text model');
     await engine.run(message.task, controller.signal, (event) => send({ type: 'event', id: message.id, event }));
   } catch (error) {
     const failure = toShoalError(error);

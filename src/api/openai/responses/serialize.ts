@@ -218,6 +218,7 @@ export class ResponseAssembler {
       case 'queued':
       case 'start':
       case 'embeddings':
+      case 'transcript':
       case 'end':
         throw new ShoalError('INTERNAL', `the runner sent an unexpected '${event.type}' event in the middle of a generation`);
       default:

@@ -1,0 +1,19 @@
+// What the API decodes uploaded audio through (speech to text, issue #19): the node fills it with the
+// decoders of src/speech/stt/audio.ts. Plain types only.
+
+/** An upload decoded to what whisper reads: mono float samples at 16 kHz. */
+export interface DecodedAudio {
+  samples: Float32Array;
+  durationS: number;
+  /** What the bytes were ('wav', 'mp3', ...), for the log. */
+  format: string;
+}
+
+export interface AudioDecoder {
+  /**
+   * Sniffs the format from the bytes, decodes, downmixes and resamples. Rejects with BAD_REQUEST
+   * (a message naming what works) for an empty, unknown, truncated or damaged file, or one longer
+   * than `maxSeconds`.
+   */
+  decode(bytes: Uint8Array, opts: { maxSeconds: number; signal?: AbortSignal }): Promise<DecodedAudio>;
+}
