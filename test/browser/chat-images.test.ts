@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { crc32, deflateSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { findEngine } from '../../src/doctor/engines.js';
@@ -7,6 +6,7 @@ import { TINY_VISION_MODEL_ID } from '../../src/models/generate/builtin.js';
 import { ensureDashboardBuilt, launchBrowser, openDashboard, screenshot, type DashboardPage } from '../support/browser.js';
 import { eventually } from '../support/cli.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
+import { png } from '../support/images.js';
 
 /**
  * Images in the dashboard's chat (tier 5, Debian's Chromium against a real node): with the built-in
@@ -25,26 +25,6 @@ const WAIT_MS = 30_000;
 const CONTROL_HEADERS = { 'content-type': 'application/json', 'x-shoal-client': 'test' };
 const TEXT_MODEL = 'shoal/tiny';
 
-/** A real RGB PNG, `size` pixels square, a gradient. */
-function png(size: number): Buffer {
-  const chunk = (type: string, data: Buffer): Buffer => {
-    const head = Buffer.alloc(8);
-    head.writeUInt32BE(data.length, 0);
-    head.write(type, 4, 'latin1');
-    const crc = Buffer.alloc(4);
-    crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-    return Buffer.concat([head, data, crc]);
-  };
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(size, 0);
-  header.writeUInt32BE(size, 4);
-  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB, no interlace
-  const rows = Buffer.alloc(size * (1 + size * 3));
-  for (let y = 0; y < size; y++) {
-    for (let x = 0; x < size; x++) rows.set([(x * 255) / size, (y * 255) / size, 128], y * (1 + size * 3) + 1 + x * 3);
-  }
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
-}
 
 const PICTURE = { name: 'gradient.png', mimeType: 'image/png', buffer: png(48) };
 

@@ -85,6 +85,32 @@ function assertComplete(outcome: Outcome): void {
   assert.equal(end.usage.completionTokens, MAX_TOKENS, 'the full output');
 }
 
+/** A host for node 0 of `state`, started before its engines were ready, with the placement calls `placement` gives. */
+function hostBeforeEngines(worker: Worker, state: () => ClusterState, placement: Partial<Record<keyof PlacementService, unknown>>): InstanceHost {
+  return new InstanceHost({
+    selfId: nodeId(0),
+    log,
+    worker,
+    placement: { replace: async () => assert.fail('nothing is re-placed'), ...placement } as unknown as PlacementService,
+    state,
+    isMaster: () => false,
+    connected: () => true,
+    runnersOf: () => null,
+    offerBytes: async () => 1e12,
+    modelPath: async () => modelPath,
+    engines: null,
+    tunnels: { open: async () => assert.fail('no tunnels here') },
+  });
+}
+
+/** Waits until the worker's one part is ready. */
+async function partReady(worker: Worker): Promise<void> {
+  for (let tries = 0; worker.status()[0]?.state !== 'ready'; tries++) {
+    assert.ok(tries < 600, `the part did not start: ${JSON.stringify(worker.status())}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 describe('moving instances onto llama-server', { skip }, () => {
   test('requests running across the handover all complete, the instance stays listed, and the old engine stops', async () => {
     const engines = await createEngineFactory({ dataDir: join(dir, 'data'), threads: 1, log });
@@ -186,34 +212,16 @@ describe('moving instances onto llama-server', { skip }, () => {
     const onServer = { ...spec, placements: spec.placements.map((p) => ({ ...p, backend: 'llama_server-cpu' })) };
     state = apply(state, { type: 'InstanceCreated', instance: onServer, replaces: null }, 50);
     const worker = new Worker({ log, threads: 1, gpu: false, contextSize: 512, sequences: 2 });
-    const host = new InstanceHost({
-      selfId: nodeId(0),
-      log,
-      worker,
-      placement: {
-        replace: async () => assert.fail('nothing is re-placed'),
-        // No card on this node: the part starts without a draft (src/worker/draft.ts).
-        modelFacts: async () => {
-          throw new Error('no card here');
-        },
-      } as unknown as PlacementService,
-      state: () => state,
-      isMaster: () => false,
-      connected: () => true,
-      runnersOf: () => null,
-      offerBytes: async () => 1e12,
-      modelPath: async () => modelPath,
-      // The node started before its engines were ready.
-      engines: null,
-      tunnels: { open: async () => assert.fail('no tunnels here') },
+    const host = hostBeforeEngines(worker, () => state, {
+      // No card on this node: the part starts without a draft (src/worker/draft.ts).
+      modelFacts: async () => {
+        throw new Error('no card here');
+      },
     });
     try {
       await host.useEngines(engines);
       host.start();
-      for (let tries = 0; worker.status()[0]?.state !== 'ready'; tries++) {
-        assert.ok(tries < 600, `the part did not start: ${JSON.stringify(worker.status())}`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      await partReady(worker);
       assert.equal(worker.status()[0]?.backend, 'llama_server-cpu');
       assertComplete(await request(worker, worker.status()[0]!.instanceId));
     } finally {
@@ -233,35 +241,18 @@ describe('moving instances onto llama-server', { skip }, () => {
     const worker = new Worker({ log, threads: 1, gpu: false, contextSize: 512, sequences: 2 });
     const moves: string[] = [];
     let compatible = ['llama_server-cpu', 'llama_cpp-cpu'];
-    const host = new InstanceHost({
-      selfId: nodeId(0),
-      log,
-      worker,
-      placement: {
-        replace: async () => assert.fail('nothing is re-placed'),
-        modelFacts: async () => ({ card: { ...BUILTIN_CARDS.find((c) => c.id === TINY_MODEL_ID)!, compatible_backends: compatible } }),
-        // What the master does with MovePart: the PartMoved event applied to state.
-        movePart: async (id: InstanceId, backend: string) => {
-          moves.push(`${id} ${backend}`);
-          state = apply(state, { type: 'PartMoved', instanceId: id, nodeId: nodeId(0), backend }, 51);
-          host.reconcile();
-        },
-      } as unknown as PlacementService,
-      state: () => state,
-      isMaster: () => false,
-      connected: () => true,
-      runnersOf: () => null,
-      offerBytes: async () => 1e12,
-      modelPath: async () => modelPath,
-      engines: null,
-      tunnels: { open: async () => assert.fail('no tunnels here') },
+    const host: InstanceHost = hostBeforeEngines(worker, () => state, {
+      modelFacts: async () => ({ card: { ...BUILTIN_CARDS.find((c) => c.id === TINY_MODEL_ID)!, compatible_backends: compatible } }),
+      // What the master does with MovePart: the PartMoved event applied to state.
+      movePart: async (id: InstanceId, backend: string) => {
+        moves.push(`${id} ${backend}`);
+        state = apply(state, { type: 'PartMoved', instanceId: id, nodeId: nodeId(0), backend }, 51);
+        host.reconcile();
+      },
     });
     try {
       host.start();
-      for (let tries = 0; worker.status()[0]?.state !== 'ready'; tries++) {
-        assert.ok(tries < 600, `the part did not start: ${JSON.stringify(worker.status())}`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      await partReady(worker);
       assert.equal(worker.status()[0]?.backend, 'llama_cpp-cpu');
       const oldPid = worker.status()[0]?.pid;
 

@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI, { APIError, toFile } from 'openai';
 import { TINY_WHISPER_MODEL_ID } from '../../src/models/generate/builtin.js';
 import { api } from '../support/control-api.js';
-import { eventually, shoal, status } from '../support/cli.js';
+import { eventually, joinCluster, status } from '../support/cli.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
 
 /** A 16-bit mono WAV at `rate` Hz of `seconds` of a 440 Hz tone gliding up: what a microphone file looks like to a decoder. */
@@ -51,9 +51,7 @@ describe('speech to text through the OpenAI routes of another node', { timeout: 
 
   before(async () => {
     [a, b] = await Promise.all([startTestNode({ args: ['--name', 'alpha'] }), startTestNode({ args: ['--name', 'beta'] })]);
-    const code = /shoal1-\S+/.exec((await shoal(a, 'invite', '--code')).stdout)?.[0];
-    assert.ok(code);
-    assert.equal((await shoal(b, 'join', code)).code, 0);
+    await joinCluster(a, b);
     const placed = await api<{ instance: { instanceId: string; placements: { nodeId: string }[] } }>(a, 'POST', '/place_instance', { model: TINY_WHISPER_MODEL_ID });
     assert.equal(placed.status, 201, JSON.stringify(placed.body));
     const holder = placed.body.instance.placements[0]!.nodeId;

@@ -9,7 +9,6 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { crc32, deflateSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { ShoalError } from '../../src/common/errors.js';
@@ -25,30 +24,11 @@ import type { CountTask, RunnerTask, TaskEvent, TaskImage, Usage } from '../../s
 import { eventually, status } from '../support/cli.js';
 import { startTestNode } from '../support/node-process.js';
 import { generateTask } from '../support/tasks.js';
+import { png } from '../support/images.js';
 
 const binaryPath = await findEngine('llama-server');
 const skip = binaryPath === null ? 'llama-server is not built: run `shoal doctor --fix`' : false;
 
-/** A real RGB PNG, `size` pixels square, a gradient so the encoder sees varied input. */
-function png(size: number): Buffer {
-  const chunk = (type: string, data: Buffer): Buffer => {
-    const head = Buffer.alloc(8);
-    head.writeUInt32BE(data.length, 0);
-    head.write(type, 4, 'latin1');
-    const crc = Buffer.alloc(4);
-    crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-    return Buffer.concat([head, data, crc]);
-  };
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(size, 0);
-  header.writeUInt32BE(size, 4);
-  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB, no interlace
-  const rows = Buffer.alloc(size * (1 + size * 3));
-  for (let y = 0; y < size; y++) {
-    for (let x = 0; x < size; x++) rows.set([(x * 255) / size, (y * 255) / size, 128], y * (1 + size * 3) + 1 + x * 3);
-  }
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
-}
 
 const IMAGE: TaskImage = { mediaType: 'image/png', data: png(48).toString('base64') };
 // A PNG signature and then nothing an image decoder can read: what a sniffing API lets through.

@@ -11,7 +11,6 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { crc32, deflateSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { findEngine } from '../../src/doctor/engines.js';
@@ -22,9 +21,10 @@ import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
 import { localRevision } from '../../src/models/cards/card.js';
 import type { AddFileResult, AddResult, ClusterRemoveResult, DownloadView, ModelView } from '../../src/models/views.js';
 import { api } from '../support/control-api.js';
-import { eventually, shoal, status } from '../support/cli.js';
+import { eventually, joinCluster, shoal, status } from '../support/cli.js';
 import { HubServer } from '../support/hub-server.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
+import { png } from '../support/images.js';
 
 const REPO = 'shoal-test/Vision-GGUF';
 const MODEL_FILE = 'Vision-Q8_0.gguf';
@@ -33,24 +33,6 @@ const OTHER_PROJECTOR = 'mmproj-Vision-F32.gguf';
 const ID = `${REPO}:Q8_0`;
 const serverBinary = await findEngine('llama-server');
 
-/** A real RGB PNG, `size` pixels square: llama-server's image decoder must read it. */
-function png(size: number): Buffer {
-  const chunk = (type: string, data: Buffer): Buffer => {
-    const head = Buffer.alloc(8);
-    head.writeUInt32BE(data.length, 0);
-    head.write(type, 4, 'latin1');
-    const crc = Buffer.alloc(4);
-    crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-    return Buffer.concat([head, data, crc]);
-  };
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(size, 0);
-  header.writeUInt32BE(size, 4);
-  header.set([8, 2, 0, 0, 0], 8);
-  const rows = Buffer.alloc(size * (1 + size * 3));
-  for (let y = 0; y < size; y++) for (let x = 0; x < size; x++) rows.set([(x * 255) / size, (y * 255) / size, 64], y * (1 + size * 3) + 1 + x * 3);
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
-}
 
 async function downloaded(node: TestNode, id: string): Promise<DownloadView> {
   return eventually(`download ${id} on ${node.url}`, 30_000, async () => {
@@ -90,10 +72,7 @@ describe('a vision model from the hub: its projector is fetched, verified, copie
     head = hub.head(REPO);
     const env = { SHOAL_HF_ENDPOINT: hub.url, SHOAL_DISK_RESERVE_BYTES: String(1024 * 1024) };
     [a, b] = await Promise.all([startTestNode({ args: ['--name', 'alpha'], env }), startTestNode({ args: ['--name', 'beta'], env })]);
-    const code = /shoal1-\S+/.exec((await shoal(a, 'invite', '--code')).stdout)?.[0];
-    assert.ok(code);
-    const joined = await shoal(b, 'join', code);
-    assert.equal(joined.code, 0, joined.stderr);
+    await joinCluster(a, b);
   });
 
   after(async () => {

@@ -37,3 +37,12 @@ export async function eventually<T>(what: string, timeoutMs: number, probe: () =
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }
+
+/** `joiner` joins the cluster of `host` with an invitation code `host` issues, as a user would; throws when it does not. */
+export async function joinCluster(host: Pick<TestNode, 'dataDir'>, joiner: Pick<TestNode, 'dataDir'>): Promise<void> {
+  const invited = await shoal(host, 'invite', '--code');
+  const code = /shoal1-\S+/.exec(invited.stdout)?.[0];
+  if (code === undefined) throw new Error(`no join code from shoal invite (${invited.code}): ${invited.stdout}${invited.stderr}`);
+  const joined = await shoal(joiner, 'join', code);
+  if (joined.code !== 0) throw new Error(`shoal join failed (${joined.code}): ${joined.stderr}`);
+}

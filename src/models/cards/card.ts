@@ -42,16 +42,32 @@ export const CARD_MAX_MIN_NODES = 16;
 const HF_REPO_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const COMMIT_SHA_RE = /^[0-9a-f]{40}$/;
 
+/** A .gguf file's path inside a hub repo; `what` names it in the messages ("the file", "the projector"). */
+function repoGgufPath(what: string): z.ZodType<string> {
+  return z
+    .string()
+    .min(1)
+    .max(500)
+    .regex(/\.gguf$/i, `${what} must be a .gguf file inside the repo`)
+    .refine((file) => !file.startsWith('/') && !file.split('/').includes('..'), `${what} is a path inside the repo`);
+}
+
+/** A .gguf file's name in the store (an imported model's or its projector's), with no directory. */
+function storeGgufName(what: string): z.ZodType<string> {
+  return z
+    .string()
+    .min(1)
+    .max(255)
+    .regex(/^[^/\\]+\.gguf$/i, `${what} is a .gguf file name, without a directory`);
+}
+
+const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'sha256 is 64 lowercase hex digits');
+
 export const CardSource = z.discriminatedUnion('kind', [
   z.strictObject({
     kind: z.literal('huggingface'),
     repo: z.string().regex(HF_REPO_RE, 'a Hugging Face repo looks like "owner/name"'),
-    file: z
-      .string()
-      .min(1)
-      .max(500)
-      .regex(/\.gguf$/i, 'the file must be a .gguf file inside the repo')
-      .refine((file) => !file.startsWith('/') && !file.split('/').includes('..'), 'the file is a path inside the repo'),
+    file: repoGgufPath('the file'),
     // A branch name would let the bytes change under the same card; only a commit pins them.
     revision: z.string().regex(COMMIT_SHA_RE, 'revision must be a full 40-character commit sha (a branch or tag can move)'),
   }),
@@ -75,12 +91,8 @@ export const CardSource = z.discriminatedUnion('kind', [
   z.strictObject({
     kind: z.literal('local'),
     /** The file's name in the store. */
-    file: z
-      .string()
-      .min(1)
-      .max(255)
-      .regex(/^[^/\\]+\.gguf$/i, 'the file is a .gguf file name, without a directory'),
-    sha256: z.string().regex(/^[0-9a-f]{64}$/, 'sha256 is 64 lowercase hex digits'),
+    file: storeGgufName('the file'),
+    sha256: Sha256Hex,
     /** Where it was taken from, for people reading the card (never read again). */
     imported_from: z.string().min(1).max(4096),
   }),
@@ -108,21 +120,12 @@ export const CardProjector = z.discriminatedUnion('kind', [
   }),
   z.strictObject({
     kind: z.literal('huggingface'),
-    file: z
-      .string()
-      .min(1)
-      .max(500)
-      .regex(GGUF_FILE_RE, 'the projector must be a .gguf file inside the model\'s repo')
-      .refine((file) => !file.startsWith('/') && !file.split('/').includes('..'), 'the projector file is a path inside the repo'),
+    file: repoGgufPath('the projector'),
   }),
   z.strictObject({
     kind: z.literal('local'),
-    file: z
-      .string()
-      .min(1)
-      .max(255)
-      .regex(/^[^/\\]+\.gguf$/i, 'the projector file is a .gguf file name, without a directory'),
-    sha256: z.string().regex(/^[0-9a-f]{64}$/, 'sha256 is 64 lowercase hex digits'),
+    file: storeGgufName('the projector file'),
+    sha256: Sha256Hex,
   }),
 ]);
 export type CardProjector = z.infer<typeof CardProjector>;
