@@ -135,11 +135,14 @@ describe('a vision model from the hub: its projector is fetched, verified, copie
   test('placed, the model takes an image through either node, with the image counted in its prompt', { skip: serverBinary === null ? 'llama-server is not built: run `shoal doctor --fix`' : false }, async () => {
     const placed = await api<{ instance: { instanceId: string } }>(a, 'POST', '/place_instance', { model: ID });
     assert.equal(placed.status, 201, JSON.stringify(placed.body));
-    await eventually('the vision instance to be ready', 60_000, async () => {
-      const s = await status(b);
-      const instance = s.instances.find((i) => i.instanceId === placed.body.instance.instanceId);
-      return instance?.runners.some((r) => r.state === 'ready') ? true : undefined;
-    });
+    // Both nodes route: each must see the runner ready (the other's view follows its telemetry).
+    for (const node of [a, b]) {
+      await eventually(`the vision instance to be ready as ${node.url} sees it`, 60_000, async () => {
+        const s = await status(node);
+        const instance = s.instances.find((i) => i.instanceId === placed.body.instance.instanceId);
+        return instance?.runners.some((r) => r.state === 'ready') ? true : undefined;
+      });
+    }
     const image = `data:image/png;base64,${png(48).toString('base64')}`;
     for (const node of [a, b]) {
       const openai = new OpenAI({ baseURL: `${node.url}/v1`, apiKey: 'x', maxRetries: 0 });
