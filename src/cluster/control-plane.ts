@@ -21,6 +21,7 @@ import { TrustedClusters } from '../membership/trusted.js';
 import { createRouter, type Router, type Topic } from '../router/index.js';
 import type { RecordMoment } from '../diagnostics/recorder.js';
 import { planeMoments, type PlaneGlance } from '../diagnostics/plane-moments.js';
+import { EffectChain } from './effect-chain.js';
 
 /**
  * The thin shell around the pure cluster core: it owns the clock, the log on disk and the libp2p
@@ -55,9 +56,7 @@ const DEPARTED_GRACE_MS = 5_000;
 
 export class ControlPlane implements NodeControl, AsyncDisposable {
   private core: NodeCore;
-  private effects: Promise<void> = Promise.resolve();
-  /** Bumped whenever the core is rebuilt from disk; effects queued by an older core are dropped. */
-  private coreGeneration = 0;
+  private readonly effects: EffectChain<Effect>;
   private readonly waiters = new Map<CommandId, (result: CommandResult) => void>();
   private readonly membership: MembershipService;
   private topics: { clusterId: ClusterId; control: Topic<typeof ControlMessage>; telemetry: Topic<typeof TelemetryMessage> } | null = null;
@@ -81,6 +80,11 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   ) {
     this.core = core;
     this.glance = glanceOf(core.view());
+    this.effects = new EffectChain<Effect>({
+      run: (effect) => this.runOne(effect),
+      failed: (effect, error) => this.persistFailed(effect, error),
+      rejected: (error) => this.options.log.error({ err: error }, 'the cluster core rejected an input'),
+    });
     this.membership = new MembershipService({ plane: this, router, identity, name: options.name, trusted, log: options.log });
   }
 
@@ -209,40 +213,20 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     this.ticker = setInterval(() => this.feed(() => this.core.tick()), TICK_INTERVAL_MS);
   }
 
-  /** Runs a core call and queues its effects behind every earlier effect. */
+  /** Runs a core call and queues its effects behind every earlier effect (src/cluster/effect-chain.ts). */
   private feed(call: () => Effect[]): void {
     if (this.stopped) return;
-    let effects: Effect[];
-    try {
-      effects = call();
-    } catch (error) {
-      this.options.log.error({ err: error }, 'the cluster core rejected an input');
-      return;
-    }
-    if (effects.length === 0) return;
-    const generation = this.coreGeneration;
-    this.effects = this.effects.then(() => this.run(effects, generation));
+    this.effects.feed(call);
   }
 
-  private async run(effects: Effect[], generation: number): Promise<void> {
-    // Effects of a core that a failed write has since replaced describe records the disk never got
-    // (appending them would break the log's sequence): drop them with that core.
-    if (generation !== this.coreGeneration) return;
-    for (const effect of effects) {
-      try {
-        await this.runOne(effect);
-      } catch (error) {
-        // A durable effect that did not reach the disk voids everything the core did after it:
-        // drop the rest and rebuild the core from what the disk really holds.
-        const failure = toShoalError(error);
-        this.options.log.error({ code: failure.code, effect: effect.type }, `could not persist: ${failure.message}`);
-        const code = failure.code === 'DISK_FULL' ? 'DISK_FULL' : 'TIMEOUT';
-        for (const resolve of this.waiters.values()) resolve({ ok: false, code, message: `this node could not persist: ${failure.message}` });
-        this.waiters.clear();
-        await this.rebuildCore();
-        return;
-      }
-    }
+  /** A durable effect that did not reach the disk voids everything the core did after it: rebuild the core from what the disk really holds. */
+  private async persistFailed(effect: Effect, error: unknown): Promise<void> {
+    const failure = toShoalError(error);
+    this.options.log.error({ code: failure.code, effect: effect.type }, `could not persist: ${failure.message}`);
+    const code = failure.code === 'DISK_FULL' ? 'DISK_FULL' : 'TIMEOUT';
+    for (const resolve of this.waiters.values()) resolve({ ok: false, code, message: `this node could not persist: ${failure.message}` });
+    this.waiters.clear();
+    await this.rebuildCore();
   }
 
   private async runOne(effect: Effect): Promise<void> {
@@ -294,7 +278,6 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
   }
 
   private async rebuildCore(): Promise<void> {
-    this.coreGeneration++;
     const self = selfInfo(this.identity, this.options.name, this.router);
     this.core = new NodeCore({ self, clock: { nowMs: () => performance.now() }, random: Math.random, persisted: await loadPersisted(this.store) });
     this.syncClusterWiring();
@@ -429,7 +412,7 @@ export class ControlPlane implements NodeControl, AsyncDisposable {
     if (this.stopped) return;
     this.stopped = true;
     if (this.ticker) clearInterval(this.ticker);
-    await this.effects.catch(() => undefined);
+    await this.effects.close();
     await this.router.stop();
     await this.store.close();
   }
