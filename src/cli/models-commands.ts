@@ -53,7 +53,7 @@ const SUBS: Record<string, Sub> = {
     },
   },
   add: {
-    usage: 'shoal models add <owner/repo>[:<file>|:<quant>] [--revision <sha|branch>] [--projector <file|F16> | --no-projector] [--pull] [--json] | <./file.gguf> [--projector <./mmproj.gguf>]',
+    usage: 'shoal models add <owner/repo>[:<file>|:<quant>] [--revision <sha|branch>] [--projector <file|F16> | --no-projector] [--pull] [--json] | <./file.gguf|./ggml-*.bin> [--projector <./mmproj.gguf>]',
     positionals: [1, 1],
     options: { ...COMMON, revision: { type: 'string' }, pull: { type: 'boolean' }, projector: { type: 'string' }, 'no-projector': { type: 'boolean' } },
     run: async (p) => {
@@ -159,21 +159,21 @@ function print(out: unknown): void {
 
 /**
  * The absolute path `spec` names when it names a file rather than a model id or hub repo: it starts
- * with `./`, `../`, `/` or `~/`, or it ends in .gguf and exists (`owner/name:file.gguf` is a hub file).
+ * with `./`, `../`, `/` or `~/`, or it ends in .gguf (or a whisper model's .bin) and exists (`owner/name:file.gguf` is a hub file).
  */
 export function localFilePath(spec: string): string | null {
   const home = /^~[\\/]/.test(spec);
   const path = home ? resolve(homedir(), spec.slice(2)) : resolve(spec);
   if (home || /^(\.{1,2}[\\/]|[\\/])/.test(spec)) return path;
-  return /\.gguf$/i.test(spec) && !/^[^\s:/]+\/[^\s:/]+:/.test(spec) && existsSync(path) ? path : null;
+  return /\.(gguf|bin)$/i.test(spec) && !/^[^\s:/]+\/[^\s:/]+:/.test(spec) && existsSync(path) ? path : null;
 }
 
-/** `owner/name:Q4_K_M` -> quant, `owner/name:x.gguf` -> file; anything else (URLs, paths) goes to the node as it is. */
+/** `owner/name:Q4_K_M` -> quant, `owner/name:x.gguf` (or `ggml-base.bin`) -> file; anything else (URLs, paths) goes to the node as it is. */
 export function splitSpec(spec: string): { repo: string; file?: string; quant?: string } {
   const m = /^([^\s:/]+\/[^\s:/]+):([^\s:]+)$/.exec(spec.trim());
   if (!m) return { repo: spec.trim() };
   const [, repo, tail] = m as unknown as [string, string, string];
-  return /\.gguf$/i.test(tail) ? { repo, file: tail } : { repo, quant: tail };
+  return /\.(gguf|bin)$/i.test(tail) ? { repo, file: tail } : { repo, quant: tail };
 }
 
 /** `--projector` and `--no-projector` as AddRequest.projector; both at once is a usage error. */

@@ -12,26 +12,7 @@ import { TINY_WHISPER_MODEL_ID } from '../../src/models/generate/builtin.js';
 import { api } from '../support/control-api.js';
 import { eventually, joinCluster, status } from '../support/cli.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
-
-/** A 16-bit mono WAV at `rate` Hz of `seconds` of a 440 Hz tone gliding up: what a microphone file looks like to a decoder. */
-function wav(seconds: number, rate = 44_100): Buffer {
-  const samples = Math.round(seconds * rate);
-  const out = Buffer.alloc(44 + samples * 2);
-  out.write('RIFF', 0, 'latin1');
-  out.writeUInt32LE(36 + samples * 2, 4);
-  out.write('WAVEfmt ', 8, 'latin1');
-  out.writeUInt32LE(16, 16);
-  out.writeUInt16LE(1, 20);
-  out.writeUInt16LE(1, 22);
-  out.writeUInt32LE(rate, 24);
-  out.writeUInt32LE(rate * 2, 28);
-  out.writeUInt16LE(2, 32);
-  out.writeUInt16LE(16, 34);
-  out.write('data', 36, 'latin1');
-  out.writeUInt32LE(samples * 2, 40);
-  for (let i = 0; i < samples; i++) out.writeInt16LE(Math.round(Math.sin((2 * Math.PI * (440 + i / rate * 200) * i) / rate) * 12_000), 44 + i * 2);
-  return out;
-}
+import { toneWav as wav } from '../support/audio.js';
 
 async function refusal(call: Promise<unknown>): Promise<APIError> {
   try {

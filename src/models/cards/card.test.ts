@@ -75,7 +75,7 @@ test('errors name the file and the field', () => {
     { what: 'no tasks', edit: (t) => t.replace('tasks = ["chat", "completion"]', 'tasks = []'), field: 'tasks', message: /at least one task/ },
     { what: 'zero parallel', edit: (t) => t.replace('parallel = 4', 'parallel = 0'), field: 'runtime.parallel', message: /./ },
     { what: 'bad id', edit: (t) => t.replace('"acme/llama-3b"', '"acme llama"'), field: 'id', message: /owner\/name/ },
-    { what: 'not a gguf file', edit: (t) => t.replace('llama-3b.Q4_K_M.gguf', 'model.bin'), field: 'source.file', message: /\.gguf/ },
+    { what: 'not a gguf file', edit: (t) => t.replace('llama-3b.Q4_K_M.gguf', 'model.safetensors'), field: 'source.file', message: /\.gguf/ },
     { what: 'escaping file path', edit: (t) => t.replace('llama-3b.Q4_K_M.gguf', '../x.gguf'), field: 'source.file', message: /path inside the repo/ },
     { what: 'unknown source kind', edit: (t) => t.replace('kind = "huggingface"', 'kind = "s3"'), field: 'source.kind', message: /./ },
     { what: 'min_nodes without a split engine', edit: (t) => t.replace('"rpc-cuda"]', '"llama_cpp-cuda"]').replace('parallel = 4', 'parallel = 4\nmin_nodes = 2'), field: 'runtime.min_nodes', message: /llama_server-\* and an rpc-\*/ },

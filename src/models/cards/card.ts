@@ -42,24 +42,29 @@ export const CARD_MAX_MIN_NODES = 16;
 const HF_REPO_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const COMMIT_SHA_RE = /^[0-9a-f]{40}$/;
 
-/** A .gguf file's path inside a hub repo; `what` names it in the messages ("the file", "the projector"). */
-function repoGgufPath(what: string): z.ZodType<string> {
+/** A .gguf file's path inside a hub repo (`model` also a whisper.cpp .bin); `what` names it in the messages ("the file", "the projector"). */
+function repoGgufPath(what: string, model = false): z.ZodType<string> {
   return z
     .string()
     .min(1)
     .max(500)
-    .regex(/\.gguf$/i, `${what} must be a .gguf file inside the repo`)
+    .regex(model ? MODEL_FILE_RE : GGUF_FILE_RE, `${what} must be a .gguf file inside the repo${model ? ' (or a whisper.cpp .bin for speech to text)' : ''}`)
     .refine((file) => !file.startsWith('/') && !file.split('/').includes('..'), `${what} is a path inside the repo`);
 }
 
-/** A .gguf file's name in the store (an imported model's or its projector's), with no directory. */
-function storeGgufName(what: string): z.ZodType<string> {
+/** A .gguf file's name in the store (an imported model's or its projector's; `model` also a whisper.cpp .bin), with no directory. */
+function storeGgufName(what: string, model = false): z.ZodType<string> {
   return z
     .string()
     .min(1)
     .max(255)
-    .regex(/^[^/\\]+\.gguf$/i, `${what} is a .gguf file name, without a directory`);
+    .regex(model ? /^[^/\\]+\.(gguf|bin)$/i : /^[^/\\]+\.gguf$/i, `${what} is a .gguf${model ? ' (or whisper.cpp .bin)' : ''} file name, without a directory`);
 }
+
+const GGUF_FILE_RE = /\.gguf$/i;
+/** whisper.cpp's models are its legacy ggml files, named `.bin` (`ggml-base.en.bin`), not GGUFs. */
+const WHISPER_FILE_RE = /\.bin$/i;
+const MODEL_FILE_RE = /\.(gguf|bin)$/i;
 
 const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'sha256 is 64 lowercase hex digits');
 
@@ -67,7 +72,7 @@ export const CardSource = z.discriminatedUnion('kind', [
   z.strictObject({
     kind: z.literal('huggingface'),
     repo: z.string().regex(HF_REPO_RE, 'a Hugging Face repo looks like "owner/name"'),
-    file: repoGgufPath('the file'),
+    file: repoGgufPath('the file', true),
     // A branch name would let the bytes change under the same card; only a commit pins them.
     revision: z.string().regex(COMMIT_SHA_RE, 'revision must be a full 40-character commit sha (a branch or tag can move)'),
   }),
@@ -91,7 +96,7 @@ export const CardSource = z.discriminatedUnion('kind', [
   z.strictObject({
     kind: z.literal('local'),
     /** The file's name in the store. */
-    file: storeGgufName('the file'),
+    file: storeGgufName('the file', true),
     sha256: Sha256Hex,
     /** Where it was taken from, for people reading the card (never read again). */
     imported_from: z.string().min(1).max(4096),
@@ -99,7 +104,6 @@ export const CardSource = z.discriminatedUnion('kind', [
 ]);
 export type CardSource = z.infer<typeof CardSource>;
 
-const GGUF_FILE_RE = /\.gguf$/i;
 
 /**
  * A vision model's multimodal projector (llama.cpp's `mmproj` GGUF), which llama-server loads beside
@@ -240,9 +244,9 @@ export const ModelCard = z
 export type ModelCard = z.infer<typeof ModelCard>;
 
 /**
- * A speech-to-text card is a whisper model (whisper.cpp's ggml file, not a GGUF) served by the
+ * A speech-to-text card is a whisper model (whisper.cpp's ggml `.bin` file, not a GGUF) served by the
  * in-process whisper engine and nothing else, and only such a card runs there. Its file is generated
- * (`builtin`) or a path (`file`): the hub and the store hold GGUFs only, so far.
+ * (`builtin`), a path (`file`), a hub download or a file taken into the store, like a text model's.
  */
 function transcriptionIssues(card: Pick<ModelCard, 'source' | 'tasks' | 'compatible_backends' | 'projector' | 'runtime'>): Array<[Array<string | number>, string]> {
   const issues: Array<[Array<string | number>, string]> = [];
@@ -251,15 +255,22 @@ function transcriptionIssues(card: Pick<ModelCard, 'source' | 'tasks' | 'compati
   if (!transcribes) {
     for (const [tag, i] of whisperTags) issues.push([['compatible_backends', i], `'${tag}' runs speech-to-text models only: add it to a card whose tasks are ["transcription"]`]);
     if (card.source.kind === 'builtin' && Object.hasOwn(BUILTIN_WHISPER_SPECS, card.source.spec)) issues.push([['tasks'], `the generated model '${card.source.spec}' is a speech-to-text model: its tasks are ["transcription"]`]);
+    if (storedFile(card.source) !== null && WHISPER_FILE_RE.test(storedFile(card.source)!)) issues.push([['tasks'], 'a .bin model file is a whisper.cpp speech-to-text model: tasks = ["transcription"], compatible_backends = ["whisper-cpu"]']);
     return issues;
   }
   if (card.tasks.length > 1) issues.push([['tasks'], 'a speech-to-text model does nothing else: tasks = ["transcription"]']);
   if (whisperTags.length !== card.compatible_backends.length) issues.push([['compatible_backends'], 'a speech-to-text model runs on the whisper engine only: compatible_backends = ["whisper-cpu"]']);
   if (card.source.kind === 'builtin' && !Object.hasOwn(BUILTIN_WHISPER_SPECS, card.source.spec)) issues.push([['source', 'spec'], `'${card.source.spec}' is a text model; the generated speech-to-text models: ${Object.keys(BUILTIN_WHISPER_SPECS).join(', ')}`]);
-  if (card.source.kind === 'huggingface' || card.source.kind === 'local') issues.push([['source', 'kind'], 'a speech-to-text model is a whisper.cpp ggml file on this machine: source kind "file" (with its path) or a generated "builtin"']);
+  const file = storedFile(card.source);
+  if (file !== null && !WHISPER_FILE_RE.test(file)) issues.push([['source', 'file'], `a speech-to-text model is whisper.cpp's ggml .bin file (ggml-base.en.bin), not ${file}`]);
   if (card.projector !== undefined) issues.push([['projector'], 'a speech-to-text model has no projector']);
   if (card.runtime.speculative !== undefined) issues.push([['runtime', 'speculative'], 'a speech-to-text model has no draft']);
   return issues;
+}
+
+/** The file name of a model the store holds (a hub download or an imported file); null for the other sources. */
+function storedFile(source: CardSource): string | null {
+  return source.kind === 'huggingface' || source.kind === 'local' ? source.file : null;
 }
 
 function projectorIssues(card: Pick<ModelCard, 'source' | 'capabilities' | 'compatible_backends'>, projector: CardProjector): Array<[Array<string | number>, string]> {

@@ -50,7 +50,10 @@ test('a speech-to-text card is a whisper model on the whisper engine only, and o
   assert.match(messages({ source: { kind: 'builtin', spec: 'shoal/tiny' } }), /is a text model/);
   assert.match(messages({ tasks: ['chat'], compatible_backends: ['whisper-cpu'] }), /runs speech-to-text models only/);
   assert.match(messages({ tasks: ['chat'], compatible_backends: ['llama_cpp-cpu'], source: { kind: 'builtin', spec: 'shoal/tiny-whisper' } }), /is a speech-to-text model/);
-  assert.match(messages({ source: { kind: 'huggingface', repo: 'a/b', file: 'm.gguf', revision: 'a'.repeat(40) } }), /source kind "file"/);
+  assert.match(messages({ source: { kind: 'huggingface', repo: 'a/b', file: 'm.gguf', revision: 'a'.repeat(40) } }), /whisper\.cpp's ggml \.bin file \(ggml-base\.en\.bin\), not m\.gguf/);
+  assert.ok(card({ source: { kind: 'huggingface', repo: 'a/b', file: 'ggml-base.en.bin', revision: 'a'.repeat(40) } }).success, 'a whisper model from the hub');
+  assert.ok(card({ source: { kind: 'local', file: 'ggml-base.en.bin', sha256: 'b'.repeat(64), imported_from: '/m/ggml-base.en.bin' } }).success, 'a whisper model taken into the store');
+  assert.match(messages({ tasks: ['chat'], compatible_backends: ['llama_cpp-cpu'], source: { kind: 'huggingface', repo: 'a/b', file: 'ggml-base.en.bin', revision: 'a'.repeat(40) } }), /a \.bin model file is a whisper\.cpp speech-to-text model/);
 });
 
 test('no cards directory: just the built-ins, no errors', async () => {

@@ -4,7 +4,7 @@
 import { listFiles, listModels, modelInfo, pathsInfo } from '@huggingface/hub';
 import { ModelsError } from './errors.js';
 import { checkRepoId, hubError, resolveHubOptions, type HubOptions, type ResolvedHubOptions } from './endpoint.js';
-import { chooseDefaultQuant, groupGgufFiles, parseGgufName, searchTermForFilename, type GgufGroup, type HubFile } from './gguf-files.js';
+import { chooseDefaultQuant, groupGgufFiles, isModelFile, parseGgufName, searchTermForFilename, type GgufGroup, type HubFile } from './gguf-files.js';
 
 /** Results a search returns at most by default, and the most it may be asked for. */
 export const DEFAULT_SEARCH_LIMIT = 20;
@@ -21,7 +21,7 @@ export interface ResolvedRepo {
   requestedRevision: string;
   /** The commit it pointed to: every download of this result is pinned to it. */
   revision: string;
-  /** Every GGUF file of the repo at that commit, with size and SHA-256. */
+  /** Every model file of the repo at that commit (GGUF, whisper.cpp ggml), with size and SHA-256. */
   files: HubFile[];
   groups: GgufGroup[];
   /** Name of the group chooseDefaultQuant picks; null when the repo has no usable GGUF. */
@@ -42,7 +42,7 @@ export interface HubSearchResult {
   matchedFile: string | null;
 }
 
-/** What a user may paste: `owner/name`, `owner/name:Q4_K_M`, `hf.co/owner/name`, a hub URL (with /blob/<rev>/<file>), `owner/name/file.gguf`. */
+/** What a user may paste: `owner/name`, `owner/name:Q4_K_M`, `hf.co/owner/name`, a hub URL (with /blob/<rev>/<file>), `owner/name/file.gguf` (or `ggml-base.bin`). */
 export interface HubReference {
   repo: string;
   revision?: string;
@@ -79,7 +79,7 @@ export function parseHubReference(text: string): HubReference | null {
   } else if (rest.length > 0) {
     ref.file = rest.map((p) => decodeURIComponent(p)).join('/');
   }
-  if (ref.file !== undefined && !parseGgufName(ref.file)) delete ref.file;
+  if (ref.file !== undefined && !isModelFile(ref.file)) delete ref.file;
   return ref;
 }
 
@@ -90,7 +90,7 @@ function toHubFile(entry: { path: string; size: number; oid?: string; lfs?: { oi
 }
 
 /**
- * Pins a repo to a commit and lists its GGUF files with sizes and SHA-256 (GET /api/models/{repo}/revision/{rev},
+ * Pins a repo to a commit and lists its model files (GGUF, whisper.cpp's `ggml-*.bin`) with sizes and SHA-256 (GET /api/models/{repo}/revision/{rev},
  * then GET /api/models/{repo}/tree/{commit}?recursive=true).
  */
 export async function resolveRepo(repo: string, opts: HubOptions & { revision?: string } = {}): Promise<ResolvedRepo> {
@@ -101,7 +101,7 @@ export async function resolveRepo(repo: string, opts: HubOptions & { revision?: 
   const files: HubFile[] = [];
   try {
     for await (const entry of listFiles({ repo, revision: sha, recursive: true, hubUrl: hub.endpoint, fetch: hub.fetch, accessToken: hub.accessToken })) {
-      if (entry.type === 'file' && parseGgufName(entry.path)) files.push(toHubFile(entry));
+      if (entry.type === 'file' && isModelFile(entry.path)) files.push(toHubFile(entry));
     }
   } catch (error) {
     throw hubError(error, hub, `the files of ${repo}@${sha}`, 'REVISION_NOT_FOUND');

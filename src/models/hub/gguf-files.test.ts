@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { chooseDefaultQuant, chooseProjector, findGroup, groupGgufFiles, parseGgufName, quantLabel, searchTermForFilename, type HubFile } from './gguf-files.js';
+import { chooseDefaultQuant, chooseProjector, findGroup, groupGgufFiles, isModelFile, parseGgufName, parseWhisperName, quantLabel, searchTermForFilename, type HubFile } from './gguf-files.js';
 import { parseHubReference } from './client.js';
 import { hubEndpoint } from './endpoint.js';
 
@@ -108,4 +108,33 @@ test('the projector of a vision repo: the one named, else F16, BF16, Q8_0, F32, 
   // The model file is never taken for its projector, nor anything in a text-only repo.
   assert.equal(pick(vision, 'm-Q4_K_M.gguf'), undefined);
   assert.equal(pick([['m-Q4_K_M.gguf', 4]]), undefined);
+});
+
+test('whisper.cpp ggml files are speech models of one file each, tagged by their name; its Core ML encoders are not models', () => {
+  assert.equal(parseWhisperName('ggml-base.en.bin'), 'base.en');
+  assert.equal(parseWhisperName('models/ggml-large-v3-q5_0.bin'), 'large-v3-q5_0');
+  assert.equal(parseWhisperName('ggml-base-encoder.mlmodelc.zip'), null);
+  assert.equal(parseWhisperName('pytorch_model.bin'), null, 'a bin that is no ggml model');
+  assert.equal(isModelFile('pytorch_model.bin'), false);
+  assert.equal(isModelFile('model-Q4_K_M.gguf'), true);
+  const groups = groupGgufFiles([file('ggml-tiny.bin', 75), file('ggml-base.en.bin', 142), file('ggml-large-v3-q5_0.bin', 1080), file('ggml-base-encoder.mlmodelc.zip'), file('README.md')]);
+  assert.deepEqual(groups.map((g) => [g.tag, g.speech, g.quant, g.files.length]), [
+    ['base.en', true, null, 1],
+    ['large-v3-q5_0', true, 'Q5_0', 1],
+    ['tiny', true, null, 1],
+  ]);
+  assert.equal(findGroup(groups, 'ggml-tiny.bin')?.tag, 'tiny');
+  assert.equal(findGroup(groups, 'large-v3-q5_0')?.tag, 'large-v3-q5_0');
+});
+
+test('a repo of whisper models defaults to base, then base.en, then the smallest; a repo with GGUFs defaults to a GGUF', () => {
+  assert.equal(chooseDefaultQuant([file('ggml-tiny.bin', 75), file('ggml-base.en.bin', 142), file('ggml-base.bin', 142)])?.tag, 'base');
+  assert.equal(chooseDefaultQuant([file('ggml-tiny.bin', 75), file('ggml-base.en.bin', 142)])?.tag, 'base.en');
+  assert.equal(chooseDefaultQuant([file('ggml-large-v3.bin', 3000), file('ggml-medium.bin', 1500)])?.tag, 'medium');
+  assert.equal(chooseDefaultQuant([file('ggml-base.bin', 10), file('model-Q4_K_M.gguf', 1000)])?.tag, 'Q4_K_M');
+});
+
+test('a pasted whisper file path names the file', () => {
+  assert.deepEqual(parseHubReference('ggerganov/whisper.cpp/ggml-base.en.bin'), { repo: 'ggerganov/whisper.cpp', file: 'ggml-base.en.bin' });
+  assert.deepEqual(parseHubReference('https://huggingface.co/ggerganov/whisper.cpp/blob/main/ggml-tiny.bin'), { repo: 'ggerganov/whisper.cpp', revision: 'main', file: 'ggml-tiny.bin' });
 });

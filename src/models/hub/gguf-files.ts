@@ -1,5 +1,5 @@
-// GGUF file names on the hub: quantization labels, split files grouped into one model, and the
-// default pick among a repo's quantizations. Pure: no I/O.
+// Model file names on the hub: GGUF quantization labels, split files grouped into one model, whisper.cpp's
+// ggml speech-to-text files (`ggml-base.en.bin`), and the default pick among a repo's models. Pure: no I/O.
 
 /** One file of a hub repo at a pinned revision. */
 export interface HubFile {
@@ -29,6 +29,8 @@ export interface GgufGroup {
   complete: boolean;
   /** A multimodal projector (`mmproj-*.gguf`), never a model on its own. */
   projector: boolean;
+  /** A whisper.cpp speech-to-text model (`ggml-*.bin`, not a GGUF): always one file. */
+  speech: boolean;
 }
 
 export interface GgufName {
@@ -87,6 +89,21 @@ export function parseGgufName(path: string): GgufName | null {
   };
 }
 
+// whisper.cpp's model files as its own repos name them (`ggml-tiny.bin`, `ggml-large-v3-q5_0.bin`); the
+// Core ML encoders beside them end in `.mlmodelc.zip` and are not models.
+const WHISPER_FILE = /(?:^|\/)ggml-([^/]+)\.bin$/i;
+
+/** The model name of a whisper.cpp ggml file path (`base.en` for `ggml-base.en.bin`); null for anything else. */
+export function parseWhisperName(path: string): string | null {
+  const match = WHISPER_FILE.exec(path);
+  return match ? (match[1] as string) : null;
+}
+
+/** A model file Shoal can run: a GGUF (or a shard of one) or a whisper.cpp ggml file. */
+export function isModelFile(path: string): boolean {
+  return parseGgufName(path) !== null || parseWhisperName(path) !== null;
+}
+
 /** What to type into the hub's search for a pasted GGUF file name: its stem without shard suffix and quant label. */
 export function searchTermForFilename(fileName: string): string {
   const base = fileName.slice(fileName.lastIndexOf('/') + 1);
@@ -107,10 +124,16 @@ function sanitizeTag(text: string): string {
   return (tag === '' ? 'gguf' : tag).slice(0, 80);
 }
 
-/** Groups a repo's GGUF files into models; non-GGUF files are ignored. Sorted by name. */
+/** Groups a repo's model files (GGUF and whisper.cpp ggml) into models; other files are ignored. Sorted by name. */
 export function groupGgufFiles(files: readonly HubFile[]): GgufGroup[] {
   const byName = new Map<string, { parsed: GgufName; file: HubFile }[]>();
+  const speech: GgufGroup[] = [];
   for (const file of files) {
+    const whisper = parseWhisperName(file.path);
+    if (whisper !== null) {
+      speech.push({ name: file.path, quant: quantLabel(whisper), tag: '', files: [file], primaryPath: file.path, totalBytes: file.size, complete: true, projector: false, speech: true });
+      continue;
+    }
     const parsed = parseGgufName(file.path);
     if (!parsed) continue;
     const list = byName.get(parsed.groupName) ?? [];
@@ -134,15 +157,23 @@ export function groupGgufFiles(files: readonly HubFile[]): GgufGroup[] {
       totalBytes: members.reduce((sum, m) => sum + m.file.size, 0),
       complete,
       projector: first.parsed.projector,
+      speech: false,
     });
   }
+  groups.push(...speech);
   groups.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const quantCounts = new Map<string, number>();
-  for (const g of groups) if (g.quant && !g.projector) quantCounts.set(g.quant, (quantCounts.get(g.quant) ?? 0) + 1);
+  for (const g of groups) if (g.quant && !g.projector && !g.speech) quantCounts.set(g.quant, (quantCounts.get(g.quant) ?? 0) + 1);
   const used = new Set<string>();
   for (const g of groups) {
-    const stem = (parseGgufName(g.primaryPath) as GgufName).stem;
-    let tag = g.quant && !g.projector && quantCounts.get(g.quant) === 1 ? g.quant : sanitizeTag(g.name.replace(GGUF_EXT, '').replaceAll('/', '-') || stem);
+    // A whisper model is known by its name (`base.en`), which its quant label is only a part of.
+    const whisper = g.speech ? parseWhisperName(g.primaryPath) : null;
+    let tag: string;
+    if (whisper !== null) tag = sanitizeTag(whisper);
+    else {
+      const stem = (parseGgufName(g.primaryPath) as GgufName).stem;
+      tag = g.quant && !g.projector && quantCounts.get(g.quant) === 1 ? g.quant : sanitizeTag(g.name.replace(GGUF_EXT, '').replaceAll('/', '-') || stem);
+    }
     for (let n = 2; used.has(tag); n += 1) tag = `${tag}-${n}`;
     used.add(tag);
     g.tag = tag;
@@ -151,11 +182,12 @@ export function groupGgufFiles(files: readonly HubFile[]): GgufGroup[] {
 }
 
 /**
- * The default pick, in this order (only complete, non-projector groups count):
+ * The default pick, in this order (only complete GGUF models count, not projectors):
  *  1. the first present of DEFAULT_QUANT_ORDER (Q4_K_M, then Q4_0, Q5_K_M, Q8_0);
  *  2. else the smallest group quantized to 4 to 8 bits (IQ4_XS, Q6_K, UD-Q4_K_XL, ...);
  *  3. else the smallest group of 16 or 32 bits (BF16, F16, F32);
  *  4. else the first group by name (below 4 bits, or no recognisable label).
+ * A repo of whisper models only: the first of DEFAULT_WHISPER_ORDER, else the smallest.
  */
 export const DEFAULT_QUANT_ORDER = ['Q4_K_M', 'Q4_0', 'Q5_K_M', 'Q8_0'] as const;
 
@@ -177,7 +209,8 @@ function isGroupList(items: readonly (HubFile | GgufGroup)[]): items is readonly
 /** Picks the default model among a repo's files (or already-made groups); null when there is none. */
 export function chooseDefaultQuant(items: readonly HubFile[] | readonly GgufGroup[]): GgufGroup | null {
   const groups = isGroupList(items) ? items : groupGgufFiles(items as readonly HubFile[]);
-  const usable = groups.filter((g) => g.complete && !g.projector);
+  const usable = groups.filter((g) => g.complete && !g.projector && !g.speech);
+  if (usable.length === 0) return chooseWhisper(groups);
   for (const quant of DEFAULT_QUANT_ORDER) {
     const hit = usable.find((g) => g.quant === quant);
     if (hit) return hit;
@@ -189,6 +222,18 @@ export function chooseDefaultQuant(items: readonly HubFile[] | readonly GgufGrou
   const wide = smallest(usable.filter((g) => (quantBits(g.quant) ?? 0) >= 16));
   if (wide) return wide;
   return usable[0] ?? null;
+}
+
+/** The whisper models a repo of them is added as by default: small enough for any machine, multilingual first. */
+export const DEFAULT_WHISPER_ORDER = ['base', 'base.en', 'small', 'tiny'] as const;
+
+function chooseWhisper(groups: readonly GgufGroup[]): GgufGroup | null {
+  const speech = groups.filter((g) => g.speech);
+  for (const name of DEFAULT_WHISPER_ORDER) {
+    const hit = speech.find((g) => parseWhisperName(g.primaryPath) === name);
+    if (hit) return hit;
+  }
+  return speech.reduce<GgufGroup | null>((best, g) => (best === null || g.totalBytes < best.totalBytes ? g : best), null);
 }
 
 /**

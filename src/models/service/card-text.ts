@@ -19,6 +19,9 @@ export const HUB_BACKENDS = (['llama_server', 'llama_cpp', 'rpc'] as const).flat
 /** A vision card's: the in-process engine loads no projector (node-llama-cpp 3.21.1 has no multimodal API). */
 export const HUB_VISION_BACKENDS = HUB_BACKENDS.filter((tag) => !tag.startsWith('llama_cpp-'));
 
+/** A whisper.cpp model's: the whisper engine, which runs on the CPU only (the binding's GPU builds are not loaded). */
+export const WHISPER_BACKENDS = ['whisper-cpu'];
+
 /** Repo metadata a card's comments and defaults come from (best effort: all may be missing). */
 export interface RepoMeta {
   embeddings: boolean;

@@ -12,11 +12,11 @@ import { parseCard } from '../cards/parse.js';
 import { parseHubReference, resolveRepo, search as hubSearch, type ResolvedRepo } from '../hub/client.js';
 import { hubError, resolveHubOptions, type HubOptions } from '../hub/endpoint.js';
 import { ModelsError } from '../hub/errors.js';
-import { chooseProjector, type GgufGroup } from '../hub/gguf-files.js';
+import { chooseProjector, parseWhisperName, type GgufGroup } from '../hub/gguf-files.js';
 import { planDownload } from '../store/plan.js';
 import type { StoredModel } from '../store/store.js';
 import type { AddRequest, AddResult, SearchModelView, SearchView } from '../views.js';
-import { addedCardComments, cardFileName, FACTS_LINE, factsLine, GENERATED_CARD_MARKER, HUB_BACKENDS, HUB_VISION_BACKENDS, renderCard, templateCapabilities, type RepoMeta } from './card-text.js';
+import { addedCardComments, cardFileName, FACTS_LINE, factsLine, GENERATED_CARD_MARKER, HUB_BACKENDS, HUB_VISION_BACKENDS, renderCard, WHISPER_BACKENDS, templateCapabilities, type RepoMeta } from './card-text.js';
 import type { ModelsContext } from './context.js';
 import type { Downloads } from './downloads.js';
 import type { Listing } from './listing.js';
@@ -71,8 +71,12 @@ export async function add(ctx: ModelsContext, parts: { downloads: Downloads; lis
     const resolvedRepo = await resolveRepo(ref.repo, { ...hub, ...(requestedRevision === undefined ? {} : { revision: requestedRevision }) });
     return { resolved: resolvedRepo, meta: await repoMeta(ctx, hub, resolvedRepo) };
   });
-  const projector = pickProjector(resolved, request.projector);
-  const plan = planDownload(resolved, selector, projector?.primaryPath);
+  const chosen = planDownload(resolved, selector);
+  // A whisper model transcribes on the whisper engine: no projector, one transcription at a time.
+  const speech = parseWhisperName(chosen.primaryPath) !== null;
+  if (speech && typeof request.projector === 'string') throw new ShoalError('BAD_REQUEST', `${chosen.primaryPath} is a whisper.cpp speech-to-text model, which takes no projector: add it without --projector`);
+  const projector = speech ? null : pickProjector(resolved, request.projector);
+  const plan = projector === null ? chosen : planDownload(resolved, selector, projector.primaryPath);
   const id = plan.modelId;
 
   const dir = cardsDir(ctx.dataDir);
@@ -105,12 +109,12 @@ export async function add(ctx: ModelsContext, parts: { downloads: Downloads; lis
     id,
     name: `${repoName} ${plan.modelId.slice(plan.modelId.lastIndexOf(':') + 1)}`.slice(0, 200),
     source: { kind: 'huggingface', repo: plan.repo, file: plan.primaryPath, revision: plan.revision },
-    tasks: meta.embeddings ? ['embeddings'] : ['chat', 'completion'],
+    tasks: speech ? ['transcription'] : meta.embeddings ? ['embeddings'] : ['chat', 'completion'],
     capabilities: { tools: fromTemplate.tools, reasoning: fromTemplate.reasoning, vision: projector !== null },
-    compatible_backends: projector !== null ? HUB_VISION_BACKENDS : HUB_BACKENDS,
+    compatible_backends: speech ? WHISPER_BACKENDS : projector !== null ? HUB_VISION_BACKENDS : HUB_BACKENDS,
     ...(projector !== null ? { projector: { kind: 'huggingface', file: projector.primaryPath } } : {}),
     backend_preference: [],
-    runtime: { min_nodes: 1 },
+    runtime: speech ? { min_nodes: 1, parallel: 1 } : { min_nodes: 1 },
   } satisfies ModelCardInput);
   const bytes = plan.files.reduce((s, f) => s + f.size, 0);
   const text = renderCard(card, addedCardComments({ endpoint, plan, requestedRevision, selector, bytes, meta, facts: onDisk?.facts ?? null, projector: projector?.primaryPath ?? null }));

@@ -3,6 +3,7 @@
 // `local/<stem>` at a revision made of its SHA-256 (so members copy and verify it as they do a hub
 // download), and a card of kind `local` is written beside the cards of `shoal models add <repo>`. A
 // vision model's projector given with it is checked (a `clip` GGUF), hashed and taken in beside it.
+// A whisper.cpp model (`ggml-base.en.bin`, told by its ggml header) becomes a speech-to-text card.
 
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -16,8 +17,9 @@ import { readGgufArchitecture, readGgufFacts } from '../cards/gguf-facts.js';
 import { parseCard } from '../cards/parse.js';
 import type { DownloadPlan } from '../store/plan.js';
 import type { AddFileRequest, AddFileResult } from '../views.js';
-import { cardFileName, factsLine, GENERATED_CARD_MARKER, HUB_BACKENDS, HUB_VISION_BACKENDS, renderCard, templateCapabilities } from './card-text.js';
+import { cardFileName, factsLine, GENERATED_CARD_MARKER, HUB_BACKENDS, HUB_VISION_BACKENDS, renderCard, templateCapabilities, WHISPER_BACKENDS } from './card-text.js';
 import type { ModelsContext } from './context.js';
+import { readWhisperHeader } from './facts.js';
 import type { Listing } from './listing.js';
 
 /** The owner part of every imported model's id: hub ids always carry `:<quant>`, these never do. */
@@ -25,10 +27,10 @@ export const LOCAL_OWNER = 'local';
 /** Longest name part of an imported model's id (the store's repo name limit). */
 const MAX_STEM_CHARS = 96;
 
-/** `~/dl/Qwen3 0.6B-Q4_K_M.gguf` -> `Qwen3-0.6B-Q4_K_M`: what the id and store file name are made of. */
+/** `~/dl/Qwen3 0.6B-Q4_K_M.gguf` -> `Qwen3-0.6B-Q4_K_M` (`ggml-base.en.bin` -> `ggml-base.en`): what the id and store file name are made of. */
 export function localStem(path: string): string {
   const stem = basename(path)
-    .replace(/\.gguf$/i, '')
+    .replace(/\.(gguf|bin)$/i, '')
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     .replace(/\.{2,}/g, '.')
     .replace(/^[^A-Za-z0-9]+/, '')
@@ -77,14 +79,18 @@ async function readProjector(path: string): Promise<{ from: string; size: number
 export async function addFile(ctx: ModelsContext, listing: Listing, request: AddFileRequest): Promise<AddFileResult> {
   const from = resolve(request.path);
   const size = await fileSize(from, 'model');
-  try {
-    await readGgufFacts(from);
-  } catch (error) {
-    throw new ShoalError('BAD_REQUEST', `${from} is not a GGUF model Shoal can place: ${errorMessage(error)}`, { cause: error });
+  const speech = (await readWhisperHeader(from)) !== null;
+  if (!speech) {
+    try {
+      await readGgufFacts(from);
+    } catch (error) {
+      throw new ShoalError('BAD_REQUEST', `${from} is not a GGUF model Shoal can place (nor a whisper.cpp ggml model): ${errorMessage(error)}`, { cause: error });
+    }
   }
+  if (speech && request.projector !== undefined) throw new ShoalError('BAD_REQUEST', `${from} is a whisper.cpp speech-to-text model, which takes no projector: add it without --projector`);
   const stem = localStem(from);
   const id = `${LOCAL_OWNER}/${stem}`;
-  const fileName = `${stem}.gguf`;
+  const fileName = `${stem}.${speech ? 'bin' : 'gguf'}`;
 
   const dir = cardsDir(ctx.dataDir);
   const cardFile = join(dir, cardFileName(id));
@@ -123,19 +129,19 @@ export async function addFile(ctx: ModelsContext, listing: Listing, request: Add
     id,
     name: stem.slice(0, 200),
     source: { kind: 'local', file: fileName, sha256, imported_from: from },
-    tasks: ['chat', 'completion'],
+    tasks: speech ? ['transcription'] : ['chat', 'completion'],
     capabilities: { tools: fromTemplate.tools, reasoning: fromTemplate.reasoning, vision: projector !== null },
-    compatible_backends: projector !== null ? HUB_VISION_BACKENDS : HUB_BACKENDS,
+    compatible_backends: speech ? WHISPER_BACKENDS : projector !== null ? HUB_VISION_BACKENDS : HUB_BACKENDS,
     ...(projector !== null ? { projector: { kind: 'local', file: projector.fileName, sha256: projector.sha256 } } : {}),
     backend_preference: [],
-    runtime: { min_nodes: 1 },
+    runtime: speech ? { min_nodes: 1, parallel: 1 } : { min_nodes: 1 },
   } satisfies ModelCardInput);
   const comments = [
     `${GENERATED_CARD_MARKER} from the file ${from}`,
     `# SHA-256 ${sha256}; ${how === 'linked' ? 'hard-linked into the store (same filesystem, no second copy)' : how === 'copied' ? 'copied into the store (another filesystem)' : 'already in the store'}: ${stored.path}`,
     ...(projector !== null ? [`# A vision card: the projector ${projector.from} (SHA-256 ${projector.sha256}) is stored beside it; only llama-server loads a projector.`] : []),
     factsLine(read?.facts ?? null),
-    '# Architecture facts come from the GGUF file itself and are never typed here. Edit this card freely;',
+    `# Architecture facts come from the ${speech ? 'ggml header of the whisper model' : 'GGUF file'} itself and are never typed here. Edit this card freely;`,
     `# 'shoal models add' replaces only cards that start with its first line.`,
   ];
   const text = renderCard(card, comments);

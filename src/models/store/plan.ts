@@ -38,7 +38,7 @@ function projectorFiles(resolved: ResolvedRepo, path: string, where: string): Hu
 export function planDownload(resolved: ResolvedRepo, selector?: string, projector?: string): DownloadPlan {
   const where = `${resolved.repo}@${resolved.revision.slice(0, 12)}`;
   if (resolved.groups.length === 0) {
-    throw new ModelsError('NO_GGUF', `${resolved.repo} has no GGUF files at ${resolved.requestedRevision}: Shoal runs GGUF models; look for a repo that offers them (shoal models search <name>)`);
+    throw new ModelsError('NO_GGUF', `${resolved.repo} has no GGUF files at ${resolved.requestedRevision}: Shoal runs GGUF models (and whisper.cpp's ggml-*.bin for speech to text); look for a repo that offers them (shoal models search <name>)`);
   }
   const available = resolved.groups.filter((g) => !g.projector).map((g) => g.tag).join(', ');
   const group = selector !== undefined && selector !== '' ? findGroup(resolved.groups, selector) : chooseDefaultQuant(resolved.groups);
