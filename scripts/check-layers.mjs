@@ -57,6 +57,7 @@ const LAYERS = [
       'diagnostics/timeline.ts',
       'diagnostics/envelope.ts',
       'diagnostics/redact.ts',
+      'speech/resample.ts', // a pure resampler (samples in, samples out): the voice and the realtime route's audio input share it
     ],
     may: ['base', 'wire', 'state'],
   },

@@ -17,6 +17,13 @@ test('a configured key is accepted as a bearer token or x-api-key', () => {
   assert.doesNotThrow(() => keys.check({ 'x-api-key': 'k1' }));
 });
 
+test("a WebSocket upgrade may carry the key as OpenAI's browser realtime client does, in a subprotocol", () => {
+  const keys = new ApiKeys(['k1']);
+  assert.doesNotThrow(() => keys.check({ 'sec-websocket-protocol': 'realtime, openai-insecure-api-key.k1' }));
+  assert.throws(() => keys.check({ 'sec-websocket-protocol': 'realtime, openai-insecure-api-key.k2' }), unauthorized);
+  assert.throws(() => keys.check({ 'sec-websocket-protocol': 'realtime, openai-insecure-api-key.' }), unauthorized);
+});
+
 test('a missing or wrong key is UNAUTHORIZED', () => {
   const keys = new ApiKeys(['k1']);
   assert.throws(() => keys.check({}), unauthorized);

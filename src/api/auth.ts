@@ -2,9 +2,13 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ShoalError } from '../common/errors.js';
 
+/** The WebSocket subprotocol OpenAI's browser realtime client carries its key in: `openai-insecure-api-key.<key>`. */
+export const WEBSOCKET_KEY_PROTOCOL_PREFIX = 'openai-insecure-api-key.';
+
 /**
- * Optional API keys for inference routes. Accepts `Authorization: Bearer <key>` (OpenAI, Ollama)
- * and `x-api-key: <key>` (Anthropic). With no keys configured every caller is let in.
+ * Optional API keys for inference routes. Accepts `Authorization: Bearer <key>` (OpenAI, Ollama),
+ * `x-api-key: <key>` (Anthropic) and, on a WebSocket upgrade, the subprotocol
+ * `openai-insecure-api-key.<key>`. With no keys configured every caller is let in.
  *
  * Two sources: the node's own keys (`--api-key`, SHOAL_API_KEYS, shoal.toml) and the cluster's,
  * which cluster state holds as SHA-256 digests (read per request, so a change applies at once).
@@ -64,5 +68,11 @@ function presentedKey(headers: IncomingHttpHeaders): string | null {
   }
   const apiKey = headers['x-api-key'];
   if (typeof apiKey === 'string' && apiKey !== '') return apiKey;
+  // Browsers cannot set headers on a WebSocket: OpenAI's realtime client offers the key as a subprotocol.
+  const protocols = headers['sec-websocket-protocol'];
+  if (typeof protocols === 'string') {
+    const offered = protocols.split(',').map((p) => p.trim()).find((p) => p.startsWith(WEBSOCKET_KEY_PROTOCOL_PREFIX));
+    if (offered !== undefined && offered.length > WEBSOCKET_KEY_PROTOCOL_PREFIX.length) return offered.slice(WEBSOCKET_KEY_PROTOCOL_PREFIX.length);
+  }
   return null;
 }

@@ -17,6 +17,8 @@ import { openAIRoutes, sendOpenAIError } from './openai/routes.js';
 import type { NodeControl } from './control/control.js';
 import { controlRoutes, sendControlError, type AdminToken } from './control/routes.js';
 import { registerCors } from './cors.js';
+import websocket from '@fastify/websocket';
+import { REALTIME_WEBSOCKET_OPTIONS } from './openai/realtime/routes.js';
 import { settingsRoutes, type SettingsControl } from './control/settings-routes.js';
 import { modelsRoutes } from './control/models-routes.js';
 import type { ModelsControl } from './control/models-port.js';
@@ -132,6 +134,9 @@ export function buildServer(options: ServerOptions): FastifyInstance {
       request.raw.once('end', done).once('close', done).resume();
     });
   });
+
+  // Before every route, so an upgrade to any route but /v1/realtime is closed rather than left open.
+  void app.register(websocket, REALTIME_WEBSOCKET_OPTIONS);
 
   app.get('/healthz', async (_request, reply) => {
     const health = options.health();

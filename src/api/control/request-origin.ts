@@ -39,19 +39,25 @@ function ownNames(): Set<string> {
 }
 
 /**
+ * Refuses a `Host` that is not this node (DNS rebinding: an IP literal cannot be rebound, a foreign
+ * name can); `what` names the routes in the message.
+ */
+export function checkRequestHost(request: FastifyRequest, what: string): void {
+  const host = request.headers.host;
+  const name = typeof host === 'string' ? hostnameOf(host) : null;
+  if (name === null || (isIP(name) === 0 && !ownNames().has(name))) {
+    throw new ShoalError('FORBIDDEN', `${what} answer only to this node's own name or address, not Host '${host ?? ''}': to reach it by that name, add it to ${ALLOWED_HOSTS_ENV}`);
+  }
+}
+
+/**
  * Refuses what a web page could send: a `Host` that is not this node (DNS rebinding: an IP literal
  * cannot be rebound, a foreign name can), an `Origin` other than the node itself, and a
  * state-changing request a cross-origin form or `fetch` could make without a preflight.
  */
 export function checkRequestOrigin(request: FastifyRequest): void {
+  checkRequestHost(request, 'control routes');
   const host = request.headers.host;
-  const name = typeof host === 'string' ? hostnameOf(host) : null;
-  if (name === null || (isIP(name) === 0 && !ownNames().has(name))) {
-    throw new ShoalError(
-      'FORBIDDEN',
-      `control routes answer only to this node's own name or address, not Host '${host ?? ''}': to reach it by that name, add it to ${ALLOWED_HOSTS_ENV}`,
-    );
-  }
   const origin = request.headers.origin;
   if (origin !== undefined && !sameOrigin(origin, host!)) {
     throw new ShoalError('FORBIDDEN', `control routes refuse requests from other web origins (Origin '${origin}'): use the node's own dashboard or the CLI`);

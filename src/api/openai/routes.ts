@@ -12,6 +12,7 @@ import { parseBody } from '../validation.js';
 import { toOpenAIError } from './errors.js';
 import { chatRequestToTask, completionRequestToTask, embeddingRequestToTask } from './normalize.js';
 import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest } from './schemas.js';
+import { realtimeRoutes } from './realtime/routes.js';
 import { speechRoutes } from './speech.js';
 import { transcriptionRoutes } from './transcriptions.js';
 import {
@@ -28,8 +29,8 @@ import {
 
 /**
  * The OpenAI family: `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, and
- * `/v1/audio/speech` when the node has a voice (listed among the models), `/v1/audio/transcriptions`
- * and `/v1/audio/translations` when it can decode audio.
+ * `/v1/audio/speech` and the `/v1/realtime` WebSocket when the node has a voice (listed among the
+ * models), `/v1/audio/transcriptions` and `/v1/audio/translations` when it can decode audio.
  */
 export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions & { speech?: SpeechControl; audio?: AudioDecoder }): Promise<void> {
   const { dispatcher, speech } = options;
@@ -121,6 +122,7 @@ export async function openAIRoutes(app: FastifyInstance, options: FamilyOptions 
 
   if (speech) speechRoutes(app, speech, dispatcher);
   if (options.audio) transcriptionRoutes(app, dispatcher, options.audio);
+  if (speech) void app.register(realtimeRoutes, { dispatcher, speech });
 
   app.post('/v1/embeddings', async (request, reply) => {
     const body = parseBody(EmbeddingRequest, request.body);
