@@ -18,6 +18,7 @@ export default defineConfig({
     chunkSizeWarningLimit: 1024,
   },
   server: {
-    proxy: Object.fromEntries(apiPrefixes.map((prefix) => [prefix, { target: node, changeOrigin: false }])),
+    // `ws` for /v1: voice mode's WebSocket (/v1/realtime).
+    proxy: Object.fromEntries(apiPrefixes.map((prefix) => [prefix, { target: node, changeOrigin: false, ws: prefix === '/v1' }])),
   },
 });

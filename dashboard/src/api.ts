@@ -155,6 +155,21 @@ export async function inference(path: string, body: unknown, signal?: AbortSigna
   return res;
 }
 
+/** A multipart upload to an inference route (/v1/audio/transcriptions): the browser sets the boundary. */
+export async function inferenceForm(path: string, form: FormData, signal?: AbortSignal): Promise<Response> {
+  const headers = inferenceHeaders();
+  delete headers['content-type'];
+  let res: Response;
+  try {
+    res = await fetch(url(path), { method: 'POST', headers, body: form, signal });
+  } catch (error) {
+    if (signal?.aborted) throw error;
+    throw networkError(error);
+  }
+  if (!res.ok) throw await toApiError(res);
+  return res;
+}
+
 export async function inferenceGet<T>(path: string, signal?: AbortSignal): Promise<T> {
   let res: Response;
   try {

@@ -4,15 +4,23 @@
 // vision model (its card says `capabilities.vision`, GET /models) also takes images: picked, pasted
 // or dropped, checked against the node's limits here, and sent as OpenAI `image_url` data-URL parts.
 // The conversation is kept in this browser (its images too, while the storage has room).
+// Voice: the microphone button transcribes into the message box (components/Dictate.tsx), each answer
+// can be spoken by the node's voice (POST /v1/audio/speech, played through Web Audio), and voice mode
+// talks over WS /v1/realtime (components/VoiceMode.tsx), its turns joining the conversation.
 
 import { useCallback, useEffect, useRef, useState, type ClipboardEvent, type DragEvent, type ReactNode } from 'react';
 import { errorMessage } from '../../../src/common/errors.js';
 import { api, getApiKey, inference, inferenceGet, readEvents, setApiKey } from '../api.js';
+import { Player } from '../audio/devices.js';
 import { Empty, ErrorBox } from '../components/Bits.js';
+import { Dictate } from '../components/Dictate.js';
 import { Markdown } from '../components/Markdown.js';
+import { useVoiceMode, VoiceBar } from '../components/VoiceMode.js';
 import { AnswerClock, chatModelIds, readChatChunk } from '../lib/chat.js';
 import { formatDuration, formatNumber } from '../lib/format.js';
 import { checkImageFile, dataUrlBytes, IMAGE_ACCEPT, imageBudget, imageSupport, messageContent, sniffDataUrl } from '../lib/images.js';
+import type { VoiceTurn } from '../lib/realtime.js';
+import { SPEECH_VOICE, speechText, transcriptionModel, voiceModel } from '../lib/speech.js';
 import type { ModelListView, ModelView } from '../lib/types.js';
 import { useLive } from '../live.js';
 
@@ -31,17 +39,23 @@ interface Message {
   finishReason?: string | null;
   error?: string;
   streaming?: boolean;
+  /** Said in voice mode (the user's transcript, or the reply that was spoken). */
+  voice?: boolean;
+  /** A spoken reply the user talked over. */
+  interrupted?: boolean;
 }
 
 interface Conversation {
   model: string;
   maxTokens: number;
   temperature: number;
+  /** Speak each answer when it has arrived. */
+  speakReplies?: boolean;
   messages: Message[];
 }
 
 const KEY = 'shoal.chat';
-const DEFAULT: Conversation = { model: '', maxTokens: 512, temperature: 0.7, messages: [] };
+const DEFAULT: Conversation = { model: '', maxTokens: 512, temperature: 0.7, speakReplies: false, messages: [] };
 /** Re-render a streaming answer at most this often: markdown is re-read on every render. */
 const RENDER_EVERY_MS = 50;
 
@@ -126,9 +140,45 @@ function AnswerMeta({ message }: { message: Message }): ReactNode {
   );
 }
 
-function Bubble({ message }: { message: Message }): ReactNode {
+/** Where speaking one answer stands: asking the voice, playing (with the audio's length), or failed. */
+type Speaking = { index: number; phase: 'loading' } | { index: number; phase: 'playing'; durationS: number } | { index: number; phase: 'failed'; error: string };
+
+interface SpeakControl {
+  state: Speaking | null;
+  /** Null when the node has a voice; otherwise why answers cannot be spoken. */
+  unavailable: string | null;
+  speak(index: number): void;
+  stop(): void;
+}
+
+function SpeakButton({ index, control }: { index: number; control: SpeakControl }): ReactNode {
+  const mine = control.state?.index === index ? control.state : null;
+  if (mine && mine.phase !== 'failed') {
+    return (
+      <button type="button" className="speak-button" onClick={control.stop} aria-label="Stop speaking" data-speaking={mine.phase} data-audio-duration={mine.phase === 'playing' ? mine.durationS.toFixed(3) : undefined}>
+        ■ {mine.phase === 'loading' ? 'Speaking…' : 'Stop'}
+      </button>
+    );
+  }
   return (
-    <div className={`bubble bubble-${message.role}`} data-role={message.role} data-streaming={message.streaming || undefined}>
+    <>
+      <span className="attach" title={control.unavailable ?? 'Read this answer aloud'}>
+        <button type="button" className="speak-button" onClick={() => control.speak(index)} disabled={control.unavailable !== null} aria-label="Speak this answer" title={control.unavailable ?? 'Read this answer aloud'} data-speak>
+          ▶ Speak
+        </button>
+      </span>
+      {mine?.phase === 'failed' && (
+        <span className="attach-error" role="alert" data-speak-error>
+          {mine.error}
+        </span>
+      )}
+    </>
+  );
+}
+
+function Bubble({ message, index, speak }: { message: Message; index: number; speak: SpeakControl | null }): ReactNode {
+  return (
+    <div className={`bubble bubble-${message.role}`} data-role={message.role} data-streaming={message.streaming || undefined} data-voice={message.voice || undefined}>
       {message.reasoning && (
         <details className="reasoning">
           <summary>Thinking</summary>
@@ -144,9 +194,28 @@ function Bubble({ message }: { message: Message }): ReactNode {
       {message.role === 'assistant' ? <Markdown text={message.content} /> : message.content !== '' && <div className="pre-wrap">{message.content}</div>}
       {message.streaming && <span className="typing" data-typing aria-label={message.content === '' ? 'waiting for the first token' : 'the answer is still coming'} />}
       {message.error && <ErrorBox title="The answer failed">{message.error}</ErrorBox>}
-      {message.role === 'assistant' && !message.streaming && <AnswerMeta message={message} />}
+      {message.role === 'assistant' && !message.streaming && (
+        <div className="answer-foot">
+          <AnswerMeta message={message} />
+          {speak && message.content.trim() !== '' && <SpeakButton index={index} control={speak} />}
+        </div>
+      )}
     </div>
   );
+}
+
+/** A voice-mode turn as the chat shows it while the session runs. */
+function turnMessage(turn: VoiceTurn, model: string): Message {
+  return {
+    role: turn.role,
+    content: turn.text,
+    voice: true,
+    ...(turn.role === 'assistant' ? { model } : {}),
+    ...(turn.interrupted ? { interrupted: true, stopped: true } : {}),
+    ...(turn.cutAtLimit ? { finishReason: 'length' } : {}),
+    ...(turn.error ? { error: turn.error } : {}),
+    ...(!turn.final ? { streaming: true } : {}),
+  };
 }
 
 /**
@@ -174,6 +243,8 @@ export function ChatPage(): ReactNode {
   const { state } = useLive();
   const [conversation, setConversation] = useState<Conversation>(load);
   const [models, setModels] = useState<string[] | null>(null);
+  /** Every id /v1/models lists (the voice and speech-to-text models too). */
+  const [listed, setListed] = useState<string[] | null>(null);
   const [modelsError, setModelsError] = useState<string | null>(null);
   const [input, setInput] = useState('');
   const [streaming, setStreaming] = useState(false);
@@ -217,7 +288,9 @@ export function ChatPage(): ReactNode {
     try {
       const res = await inferenceGet<{ data: { id: string }[] }>('v1/models');
       // The voice never chats; models whose cards say they do not are dropped below, once the cards are read.
-      const ids = chatModelIds(res.data.map((m) => m.id), null);
+      const all = res.data.map((m) => m.id);
+      const ids = chatModelIds(all, null);
+      setListed(all);
       setModels(ids);
       setModelsError(null);
       setConversation((c) => (ids.length > 0 && !ids.includes(c.model) ? { ...c, model: ids[0]! } : c));
@@ -228,6 +301,70 @@ export function ChatPage(): ReactNode {
   useEffect(() => {
     void loadModels();
   }, [loadModels, instanceCount]);
+
+  // Voice: dictation's model, the voice, speaking answers, voice mode.
+  const stt = transcriptionModel(listed, cards);
+  const voice = voiceModel(listed);
+  const [voiceProblem, setVoiceProblem] = useState<string | null>(null);
+  const [speaking, setSpeaking] = useState<Speaking | null>(null);
+  const speakAbort = useRef<AbortController | null>(null);
+  const player = useRef<Player | null>(null);
+  const stopSpeaking = useCallback((): void => {
+    speakAbort.current?.abort();
+    speakAbort.current = null;
+    player.current?.stop();
+    setSpeaking((s) => (s?.phase === 'failed' ? s : null));
+  }, []);
+  useEffect(
+    () => () => {
+      speakAbort.current?.abort();
+      player.current?.close();
+    },
+    [],
+  );
+  const speakText = async (index: number, markdown: string): Promise<void> => {
+    stopSpeaking();
+    if (voice.model === null) {
+      setSpeaking({ index, phase: 'failed', error: voice.reason });
+      return;
+    }
+    const { text } = speechText(markdown);
+    if (text === '') return;
+    const controller = new AbortController();
+    speakAbort.current = controller;
+    setSpeaking({ index, phase: 'loading' });
+    try {
+      const res = await inference('v1/audio/speech', { model: voice.model, voice: SPEECH_VOICE, input: text, response_format: 'wav' }, controller.signal);
+      const bytes = await res.arrayBuffer();
+      if (controller.signal.aborted) return;
+      player.current ??= new Player(() => setSpeaking((s) => (s?.phase === 'playing' ? null : s)));
+      const durationS = await player.current.playFile(bytes);
+      if (!controller.signal.aborted) setSpeaking({ index, phase: 'playing', durationS });
+    } catch (e) {
+      if (!controller.signal.aborted) setSpeaking({ index, phase: 'failed', error: `the answer could not be spoken: ${errorMessage(e)}` });
+    } finally {
+      if (speakAbort.current === controller) speakAbort.current = null;
+    }
+  };
+  const speakControl: SpeakControl = {
+    state: speaking,
+    unavailable: voice.model === null && listed !== null ? voice.reason : null,
+    speak: (index) => void speakText(index, conversation.messages[index]?.content ?? ''),
+    stop: stopSpeaking,
+  };
+  const voiceMode = useVoiceMode({ model: conversation.model, transcriptionModel: stt.model, maxOutputTokens: conversation.maxTokens, history: conversation.messages });
+  const voiceTurns = !voiceMode.active ? [] : voiceMode.state.turns.filter((t) => t.text !== '' || !t.final || t.error);
+  // Final turns join the conversation when the session ends, in the order they were said.
+  const endedTurns = useRef<VoiceTurn[]>([]);
+  endedTurns.current = voiceMode.state.turns;
+  useEffect(() => {
+    if (voiceMode.active) return;
+    const turns = endedTurns.current.filter((t) => t.text !== '');
+    if (turns.length === 0) return;
+    setConversation((c) => ({ ...c, messages: [...c.messages, ...turns.map((t) => ({ ...turnMessage(t, c.model), streaming: false }))] }));
+    endedTurns.current = [];
+  }, [voiceMode.active]);
+  const voiceReason = conversation.model === '' ? 'Pick a model first' : voice.model === null ? voice.reason : stt.model === null ? `Voice mode needs a speech-to-text model: ${stt.reason}` : null;
 
   const patchLast = (patch: Partial<Message>): void =>
     setConversation((c) => {
@@ -292,7 +429,7 @@ export function ChatPage(): ReactNode {
 
   const send = async (): Promise<void> => {
     const text = input.trim();
-    if ((text === '' && attachments.length === 0) || streaming || conversation.model === '') return;
+    if ((text === '' && attachments.length === 0) || streaming || voiceMode.active || conversation.model === '') return;
     if (attachments.length > 0 && !images.enabled) {
       setAttachError(`${images.reason}: remove the images or pick a vision model`);
       return;
@@ -349,6 +486,7 @@ export function ChatPage(): ReactNode {
       abortRef.current = null;
       setStreaming(false);
       patchLast({ content, reasoning: reasoning || undefined, streaming: false, stopped: controller.signal.aborted, finishReason, stats: clock.stats(), error: failure });
+      if (conversation.speakReplies && failure === undefined && !controller.signal.aborted && content.trim() !== '') void speakText(history.length, content);
     }
   };
 
@@ -360,7 +498,7 @@ export function ChatPage(): ReactNode {
       <div className="chat-bar">
         <label>
           Model
-          <select aria-label="Model" value={conversation.model} onChange={(e) => setOption({ model: e.target.value })} disabled={streaming || !chatIds?.length}>
+          <select aria-label="Model" value={conversation.model} onChange={(e) => setOption({ model: e.target.value })} disabled={streaming || voiceMode.active || !chatIds?.length}>
             {(chatIds ?? []).map((id) => (
               <option key={id} value={id}>
                 {id}
@@ -377,13 +515,19 @@ export function ChatPage(): ReactNode {
           Temperature
           <input type="number" min={0} max={2} step={0.1} value={conversation.temperature} onChange={(e) => setOption({ temperature: Math.min(2, Math.max(0, Number(e.target.value) || 0)) })} aria-label="Temperature" />
         </label>
+        <label className="check" title={voice.model === null ? voice.reason : 'Read each answer aloud when it has arrived'}>
+          <input type="checkbox" aria-label="Speak replies" checked={conversation.speakReplies === true} disabled={voice.model === null} onChange={(e) => setOption({ speakReplies: e.target.checked })} />
+          Speak replies
+        </label>
         <button
           type="button"
           onClick={() => {
+            stopSpeaking();
+            setSpeaking(null);
             setConversation((c) => ({ ...c, messages: [] }));
             setAttachError(null);
           }}
-          disabled={streaming || conversation.messages.length === 0}
+          disabled={streaming || voiceMode.active || conversation.messages.length === 0}
         >
           New chat
         </button>
@@ -414,13 +558,22 @@ export function ChatPage(): ReactNode {
       )}
       {chatIds !== null && chatIds.length === 0 && <Empty>No model is running: launch one on the Models page.</Empty>}
       <div className="messages" aria-live="polite">
-        {conversation.messages.length === 0 && <Empty>Ask anything. Answers stream from the cluster; the conversation stays in this browser.</Empty>}
+        {conversation.messages.length === 0 && voiceTurns.length === 0 && <Empty>Ask anything. Answers stream from the cluster; the conversation stays in this browser.</Empty>}
         {conversation.messages.map((m, i) => (
-          <Bubble key={i} message={m} />
+          <Bubble key={i} message={m} index={i} speak={m.role === 'assistant' ? speakControl : null} />
+        ))}
+        {voiceTurns.map((t) => (
+          <Bubble key={`voice-${t.role}-${t.key}`} message={turnMessage(t, conversation.model)} index={-1} speak={null} />
         ))}
         <div ref={endRef} />
       </div>
       <div className="composer-area">
+        <VoiceBar session={voiceMode} disabled={voiceReason !== null || streaming} reason={voiceReason} />
+        {voiceProblem && (
+          <p className="attach-error" role="alert" data-dictate-error>
+            {voiceProblem}
+          </p>
+        )}
         {(attachments.length > 0 || attachError) && (
           <div className="attachments" data-attachments>
             {attachments.map((a, i) => (
@@ -472,6 +625,18 @@ export function ChatPage(): ReactNode {
               }}
             />
           </span>
+          <Dictate
+            model={stt}
+            disabled={streaming || voiceMode.active}
+            onProblem={setVoiceProblem}
+            onText={(text) => {
+              if (text === '') {
+                setVoiceProblem(`${stt.model ?? 'the model'} heard no words in the recording: speak closer to the microphone, or longer`);
+                return;
+              }
+              setInput((current) => (current.trim() === '' ? text : `${current.replace(/\s+$/, '')} ${text}`));
+            }}
+          />
           <textarea
             aria-label="Message"
             placeholder={images.enabled ? 'Message (Enter to send, Shift+Enter for a new line; paste or drop images)' : 'Message (Enter to send, Shift+Enter for a new line)'}
@@ -491,7 +656,7 @@ export function ChatPage(): ReactNode {
               Stop
             </button>
           ) : (
-            <button type="submit" className="primary" disabled={(input.trim() === '' && attachments.length === 0) || conversation.model === ''}>
+            <button type="submit" className="primary" title={voiceMode.active ? 'Voice mode is on: stop it to send typed messages' : undefined} disabled={(input.trim() === '' && attachments.length === 0) || conversation.model === '' || voiceMode.active}>
               Send
             </button>
           )}
