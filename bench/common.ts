@@ -140,6 +140,8 @@ export interface ServingOptions {
   parallel: number;
   /** Tokens of context each concurrent request gets. */
   contextPerSlot: number;
+  /** What serves a Shoal node's default model (`--engine`); absent: the node's own choice, the default path. */
+  engine?: 'llama_cpp' | 'llama_server';
 }
 
 /**
@@ -220,7 +222,7 @@ async function waitForOk(url: string, timeoutMs: number, exited: Promise<void>):
 /** A real `shoal run` node (loopback, --no-mdns, no GPU) serving the model through its API. */
 export async function startShoal(o: ServingOptions): Promise<Server> {
   const node = await startTestNode({
-    args: ['--default-model', o.model.path, '--threads', String(o.threads), '--parallel', String(o.parallel), '--context-size', String(o.contextPerSlot), '--gpu', 'false'],
+    args: ['--default-model', o.model.path, '--threads', String(o.threads), '--parallel', String(o.parallel), '--context-size', String(o.contextPerSlot), '--gpu', 'false', ...(o.engine ? ['--engine', o.engine] : [])],
     readyTimeoutMs: 180_000,
   });
   liveNodes.add(node);

@@ -24,8 +24,11 @@ import { alternation, ratio, summarize } from './stats.js';
  * plans it over nodes reporting this machine's bandwidth, measured now, and the plan's prediction is
  * compared with what real engines serve on this machine:
  *
- * - single, `llama_cpp-cpu`: a real `shoal run` node serving the model as its default model (the
- *   in-process engine), through the node's API: the whole path a user gets;
+ * - single, `llama_server-cpu` through the node: a real `shoal run` node serving the model as its
+ *   default model on the managed llama-server (the default path where the engines are built), through
+ *   the node's API: the whole path a user gets;
+ * - single, `llama_cpp-cpu`: the same node with `--engine llama_cpp` (the in-process engine, which a
+ *   node serves on until its engines are provisioned, and the planner offers where they are missing);
  * - single, `llama_server-cpu`: llama-server launched by hand with the node's threads;
  * - split (`min_nodes` 2, two nodes): llama-server `--rpc` over two local ggml-rpc-servers (a CPU driver
  *   reaches its own share through one too), with the plan's `--tensor-split`.
@@ -173,6 +176,11 @@ async function measure(sides: Side[]): Promise<Record<string, unknown>[]> {
   });
 }
 
+/** The backend the node's own choice of engine stands for in the planner (src/node/default-engine.ts picks it). */
+function defaultBackend(node: Server): string {
+  return node.engine.startsWith('llama-server') ? 'llama_server-cpu' : 'llama_cpp-cpu';
+}
+
 async function main(): Promise<void> {
   const loadAtStart = loadavg()[0]!;
   const dir = values['model-dir']!;
@@ -192,13 +200,16 @@ async function main(): Promise<void> {
       log(BENCHMARK, `${model.name}: starting a Shoal node, llama-server, and llama-server --rpc over two ggml-rpc-servers`);
       const shoal = await startShoal(serving);
       started.push(shoal);
+      const inProcess = await startShoal({ ...serving, engine: 'llama_cpp' });
+      started.push(inProcess);
       const llama = await startLlamaServer(server, serving);
       started.push(llama);
       const splitPlan = planFor(model, facts, ['llama_server-cpu', 'rpc-cpu'], bandwidthBytesPerS, 2);
       const split = await startSplit(server, rpc, model, splitPlan);
       started.push(split);
       const sides: Side[] = [
-        { shape: 'single', backend: 'llama_cpp-cpu', server: shoal, plan: planFor(model, facts, ['llama_cpp-cpu'], bandwidthBytesPerS, 1), relayed: true },
+        { shape: 'single', backend: `${defaultBackend(shoal)} (the node's default path)`, server: shoal, plan: planFor(model, facts, [defaultBackend(shoal)], bandwidthBytesPerS, 1), relayed: true },
+        { shape: 'single', backend: 'llama_cpp-cpu', server: inProcess, plan: planFor(model, facts, ['llama_cpp-cpu'], bandwidthBytesPerS, 1), relayed: true },
         { shape: 'single', backend: 'llama_server-cpu', server: llama, plan: planFor(model, facts, ['llama_server-cpu'], bandwidthBytesPerS, 1), relayed: false },
         { shape: splitPlan.shape, backend: 'llama_server-cpu + rpc-cpu', server: split, plan: splitPlan, relayed: false },
       ];

@@ -167,10 +167,10 @@ async function main(): Promise<void> {
     log(BENCHMARK, `no llama-server here, so only the in-process engine: ${(error as Error).message}`);
   }
   const runs: { name: string; start: () => Promise<Server> }[] = [
-    { name: 'shoalLlamaCpp', start: () => withEngine('llama_cpp', () => startShoal(serving)) },
+    { name: 'shoalLlamaCpp', start: () => startShoal({ ...serving, engine: 'llama_cpp' }) },
     ...(binary !== null
       ? [
-          { name: 'shoalLlamaServer', start: () => withEngine('llama_server', () => startShoal(serving)) },
+          { name: 'shoalLlamaServer', start: () => startShoal({ ...serving, engine: 'llama_server' }) },
           { name: 'llamaServer', start: () => startLlamaServer(binary!, serving) },
         ]
       : []),
@@ -203,18 +203,6 @@ async function main(): Promise<void> {
     machine: machineInfo(),
     versions: await versions(),
   });
-}
-
-/** Starts a Shoal node with `SHOAL_ENGINE` set for it alone: the node reads it like `--engine`. */
-async function withEngine<T>(engine: 'llama_cpp' | 'llama_server', start: () => Promise<T>): Promise<T> {
-  const before = process.env.SHOAL_ENGINE;
-  process.env.SHOAL_ENGINE = engine;
-  try {
-    return await start();
-  } finally {
-    if (before === undefined) delete process.env.SHOAL_ENGINE;
-    else process.env.SHOAL_ENGINE = before;
-  }
 }
 
 await main();

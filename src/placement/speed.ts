@@ -28,8 +28,10 @@
 //   200M (1024 × 11, f16)          391 MB    ~110 tok/s (9.1 ms)     55-58 tok/s (~17.5 ms)  (STACK-NOTES)
 //
 // tiny and 64 × 16 differ by 14 layers and 2 MB: 0.022 ms per layer, leaving 0.063 ms of engine base.
-// Through llama-server's HTTP stream tiny served 4840 tok/s (+0.08 ms) and the node's relay costs
-// ~0.8 ms of main-thread CPU per token (docs/PERF-NOTES.md), which on 2 cores the engine waits for.
+// Through llama-server's HTTP stream tiny served 4840 tok/s (+0.08 ms). The node's relay of that stream
+// (node:http to the engine, chat SSE passed through) cost 0.26 ms per token on tiny (2182 tok/s through
+// the node against 4997 by hand) and 0.39 ms on 20M f16 (378 against 443), measured 2026-12-03 with
+// bench/prediction.ts, sides alternating; 0.8 ms before the relay was made cheaper (docs/PERF-NOTES.md).
 // 200M predicts 10.1 + 0.24 + 0.94 = 11.3 ms (88 tok/s) against ~110 measured; node-llama-cpp's
 // prebuilt binaries read at ~0.75 of the measured bandwidth and cost ~4 ms per token on top (tiny).
 // Under load (a shared machine at load 8) two spinning threads fall 10-40x: no figure here covers that.
@@ -61,8 +63,8 @@ export const RPC_ROUND_TRIPS_PER_TOKEN = 2;
 export const LINK_ROUND_TRIP_S = 0.0003;
 /** Activations cross a hop as f32. */
 const ACTIVATION_BYTES_PER_VALUE = 4;
-/** The node's relay of the engine's stream to the client, per token (main-thread CPU, docs/PERF-NOTES.md). */
-export const NODE_RELAY_S = 0.0008;
+/** The node's relay of the engine's stream to the client, per token (main-thread CPU; measured, see the header). */
+export const NODE_RELAY_S = 0.0003;
 
 /** The per-token costs of one engine on CPU at the node's default threads (the table above). */
 export interface EngineCosts {
