@@ -8,6 +8,7 @@ import { TINY_MODEL_ID, TINY_WHISPER_MODEL_ID } from '../../src/models/generate/
 import { ensureDashboardBuilt, launchBrowser, openDashboard, screenshot, type DashboardPage } from '../support/browser.js';
 import { eventually } from '../support/cli.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
+import { wavHeader } from '../support/audio.js';
 
 /**
  * Voice in the dashboard's chat (tier 5, Debian's Chromium against a real node). The browser's
@@ -31,20 +32,7 @@ function withSilence(wav: Buffer, seconds: number): Buffer {
   assert.ok(dataAt > 0 && wav.readUInt16LE(34) === 16 && wav.readUInt16LE(22) === 1, 'the voice answers 16-bit mono WAV');
   const pcm = wav.subarray(dataAt + 8, dataAt + 8 + wav.readUInt32LE(dataAt + 4));
   const silence = Buffer.alloc(Math.round(rate * seconds) * 2);
-  const out = Buffer.alloc(44);
-  out.write('RIFF', 0, 'latin1');
-  out.writeUInt32LE(36 + pcm.length + silence.length, 4);
-  out.write('WAVEfmt ', 8, 'latin1');
-  out.writeUInt32LE(16, 16);
-  out.writeUInt16LE(1, 20);
-  out.writeUInt16LE(1, 22);
-  out.writeUInt32LE(rate, 24);
-  out.writeUInt32LE(rate * 2, 28);
-  out.writeUInt16LE(2, 32);
-  out.writeUInt16LE(16, 34);
-  out.write('data', 36, 'latin1');
-  out.writeUInt32LE(pcm.length + silence.length, 40);
-  return Buffer.concat([out, pcm, silence]);
+  return Buffer.concat([wavHeader(rate, pcm.length + silence.length), pcm, silence]);
 }
 
 function assertClean(dash: DashboardPage, expected: RegExp[] = []): void {

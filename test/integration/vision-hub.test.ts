@@ -21,9 +21,9 @@ import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
 import { localRevision } from '../../src/models/cards/card.js';
 import type { AddFileResult, AddResult, ClusterRemoveResult, DownloadView, ModelView } from '../../src/models/views.js';
 import { api } from '../support/control-api.js';
-import { eventually, joinCluster, shoal, status } from '../support/cli.js';
+import { eventually, hubNodeEnv, shoal, startJoinedPair, status } from '../support/cli.js';
 import { HubServer } from '../support/hub-server.js';
-import { startTestNode, type TestNode } from '../support/node-process.js';
+import type { TestNode } from '../support/node-process.js';
 import { png } from '../support/images.js';
 
 const REPO = 'shoal-test/Vision-GGUF';
@@ -70,9 +70,7 @@ describe('a vision model from the hub: its projector is fetched, verified, copie
       { repo: REPO, files: [{ path: MODEL_FILE, filePath: model }, { path: PROJECTOR, filePath: projector }, { path: OTHER_PROJECTOR, filePath: other }] },
     ]);
     head = hub.head(REPO);
-    const env = { SHOAL_HF_ENDPOINT: hub.url, SHOAL_DISK_RESERVE_BYTES: String(1024 * 1024) };
-    [a, b] = await Promise.all([startTestNode({ args: ['--name', 'alpha'], env }), startTestNode({ args: ['--name', 'beta'], env })]);
-    await joinCluster(a, b);
+    [a, b] = await startJoinedPair(hubNodeEnv(hub.url));
   });
 
   after(async () => {

@@ -17,9 +17,9 @@ import { TINY_WHISPER_SPEC, generateWhisperModel } from '../../src/models/genera
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
 import type { AddFileResult, AddResult, ClusterRemoveResult, DownloadView, ModelView } from '../../src/models/views.js';
 import { api } from '../support/control-api.js';
-import { eventually, joinCluster, shoal, status } from '../support/cli.js';
+import { eventually, hubNodeEnv, shoal, startJoinedPair, status } from '../support/cli.js';
 import { HubServer } from '../support/hub-server.js';
-import { startTestNode, type TestNode } from '../support/node-process.js';
+import type { TestNode } from '../support/node-process.js';
 import { toneWav } from '../support/audio.js';
 
 const REPO = 'shoal-test/whisper.cpp';
@@ -71,9 +71,7 @@ describe('whisper models from the hub and from disk: added, fetched, copied, pla
       },
     ]);
     head = hub.head(REPO);
-    const env = { SHOAL_HF_ENDPOINT: hub.url, SHOAL_DISK_RESERVE_BYTES: String(1024 * 1024) };
-    [a, b] = await Promise.all([startTestNode({ args: ['--name', 'alpha'], env }), startTestNode({ args: ['--name', 'beta'], env })]);
-    await joinCluster(a, b);
+    [a, b] = await startJoinedPair(hubNodeEnv(hub.url));
   });
 
   after(async () => {

@@ -181,8 +181,16 @@ function crc16Table(bytes: Uint8Array): number {
 export function toneWav(seconds: number, rate = 44_100): Buffer {
   const samples = Math.round(seconds * rate);
   const out = Buffer.alloc(44 + samples * 2);
+  wavHeader(rate, samples * 2).copy(out);
+  for (let i = 0; i < samples; i++) out.writeInt16LE(Math.round(Math.sin((2 * Math.PI * (440 + i / rate * 200) * i) / rate) * 12_000), 44 + i * 2);
+  return out;
+}
+
+/** The 44-byte header of a canonical 16-bit mono PCM WAVE file holding `dataBytes` of samples at `rate` Hz. */
+export function wavHeader(rate: number, dataBytes: number): Buffer {
+  const out = Buffer.alloc(44);
   out.write('RIFF', 0, 'latin1');
-  out.writeUInt32LE(36 + samples * 2, 4);
+  out.writeUInt32LE(36 + dataBytes, 4);
   out.write('WAVEfmt ', 8, 'latin1');
   out.writeUInt32LE(16, 16);
   out.writeUInt16LE(1, 20);
@@ -192,7 +200,6 @@ export function toneWav(seconds: number, rate = 44_100): Buffer {
   out.writeUInt16LE(2, 32);
   out.writeUInt16LE(16, 34);
   out.write('data', 36, 'latin1');
-  out.writeUInt32LE(samples * 2, 40);
-  for (let i = 0; i < samples; i++) out.writeInt16LE(Math.round(Math.sin((2 * Math.PI * (440 + i / rate * 200) * i) / rate) * 12_000), 44 + i * 2);
+  out.writeUInt32LE(dataBytes, 40);
   return out;
 }

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { StatusView } from '../../src/api/control/control.js';
-import { CLI_PATH, type TestNode } from './node-process.js';
+import { CLI_PATH, startTestNode, type TestNode } from './node-process.js';
 
 const run = promisify(execFile);
 
@@ -45,4 +45,16 @@ export async function joinCluster(host: Pick<TestNode, 'dataDir'>, joiner: Pick<
   if (code === undefined) throw new Error(`no join code from shoal invite (${invited.code}): ${invited.stdout}${invited.stderr}`);
   const joined = await shoal(joiner, 'join', code);
   if (joined.code !== 0) throw new Error(`shoal join failed (${joined.code}): ${joined.stderr}`);
+}
+
+/** Nodes that fetch models from the local hub at `hubUrl` and may fill the disk to 1 MiB of its end (test models are small). */
+export function hubNodeEnv(hubUrl: string): Record<string, string> {
+  return { SHOAL_HF_ENDPOINT: hubUrl, SHOAL_DISK_RESERVE_BYTES: String(1024 * 1024) };
+}
+
+/** alpha and beta started with `env`, beta joined to alpha's cluster: the two members most model tests run on. */
+export async function startJoinedPair(env: Record<string, string>): Promise<[TestNode, TestNode]> {
+  const [a, b] = await Promise.all([startTestNode({ args: ['--name', 'alpha'], env }), startTestNode({ args: ['--name', 'beta'], env })]);
+  await joinCluster(a, b);
+  return [a, b];
 }
