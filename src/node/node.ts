@@ -59,7 +59,7 @@ import { EnvelopeStore } from '../diagnostics/envelope.js';
 import { EnvelopeMeter } from '../diagnostics/envelope-meter.js';
 import { IssuedSecrets, performanceControl } from '../diagnostics/capture.js';
 import { EspeakVoice } from '../speech/espeak-voice.js';
-import { decodeAudio } from '../speech/stt/audio.js';
+import { AudioDecodeThread } from '../speech/stt/audio-decode-thread.js';
 
 export interface NodeOptions {
   log: Logger;
@@ -200,6 +200,8 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
   );
   // The built-in voice (src/speech/): its worker thread starts at the first speech request.
   const voice = stack.use(new EspeakVoice({ log: log.child({ part: 'speech' }) }));
+  // Uploads to transcribe decode in their own worker thread, started at the first upload.
+  const audioDecoder = stack.use(new AudioDecodeThread({ log: log.child({ part: 'speech' }) }));
   // Every node serves its default model itself, through the fastest engine it has; cluster state places everything else.
   let engines = await createEngineFactory({ dataDir, threads: options.threads, log: log.child({ part: 'worker' }) });
   // What this node advertises: what it detects and can run, derived as `shoal doctor` derives it, or `--backends`.
@@ -395,7 +397,7 @@ async function composeNode(options: NodeOptions, model: { id: ModelId; path: str
     traces: tracer,
     diagnostics: { node: nodeDiagnosticsNow, cluster: () => clusterDiagnostics.cluster(), timeline: (query) => clusterDiagnostics.timeline(query) },
     speech: voice,
-    audio: { decode: decodeAudio },
+    audio: audioDecoder,
     performance: performanceControl({
       nodeId: plane.nodeId,
       name,
