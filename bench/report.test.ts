@@ -239,4 +239,28 @@ describe('renderReport, comparisons with the hand-launched engines', () => {
     assert.match(list.find((h) => h.key === 'concurrencyThroughput')!.label, /at 16 concurrent clients/);
     assert.match(report, /## Headlines\n\n\| Figure \| Result \| Measured against \|/);
   });
+
+  it('quotes the in-process engine against node-llama-cpp called directly, from the first model measured', () => {
+    const list = headlines({
+      'in-process-concurrency': {
+        clients: 16,
+        threads: 2,
+        targets: { aggregateRatio: '>= 0.9' },
+        results: [
+          {
+            model: { name: 'bench-20M-f16' },
+            shoal: { aggregateTokPerS: summary(430), ttftMs: { p50: 290, p95: 310 } },
+            direct: { aggregateTokPerS: summary(520), ttftMs: { p50: 330, p95: 350 } },
+            aggregateRatio: 0.827,
+          },
+          { model: { name: 'shoal-tiny' }, aggregateRatio: 0.5 },
+        ],
+      },
+    });
+    const line = list.find((h) => h.key === 'inProcessConcurrency');
+    assert.ok(line);
+    assert.equal(line.value, '0.827×');
+    assert.match(line.label, /at 16 concurrent clients/);
+    assert.match(line.detail, /^430 vs 520 tok\/s, bench-20M-f16, 2 engine thread\(s\); TTFT p95 310 vs 350 ms; target >= 0\.9$/);
+  });
 });

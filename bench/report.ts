@@ -548,6 +548,17 @@ export function headlines(results: Record<string, unknown>): Headline[] {
       detail: `${fmt(median(get(top, 'shoal', 'aggregateTokPerS')))} vs ${fmt(median(get(top, 'llamaServer', 'aggregateTokPerS')))} tok/s; TTFT p95 ${fmt(get(top, 'shoal', 'ttftMs', 'p95'))} vs ${fmt(get(top, 'llamaServer', 'ttftMs', 'p95'))} ms`,
     });
   }
+  const inProcess = get(results['in-process-concurrency'], 'results');
+  const firstModel = Array.isArray(inProcess) ? inProcess[0] : undefined;
+  if (isNum(get(firstModel, 'aggregateRatio'))) {
+    const run = results['in-process-concurrency'];
+    out.push({
+      key: 'inProcessConcurrency',
+      label: `Aggregate throughput at ${fmt(get(run, 'clients'))} concurrent clients, Shoal's in-process engine vs node-llama-cpp called directly`,
+      value: times(get(firstModel, 'aggregateRatio')),
+      detail: `${fmt(median(get(firstModel, 'shoal', 'aggregateTokPerS')))} vs ${fmt(median(get(firstModel, 'direct', 'aggregateTokPerS')))} tok/s, ${modelText(get(firstModel, 'model'))}, ${fmt(get(run, 'threads'))} engine thread(s); TTFT p95 ${fmt(get(firstModel, 'shoal', 'ttftMs', 'p95'))} vs ${fmt(get(firstModel, 'direct', 'ttftMs', 'p95'))} ms; target ${String(get(run, 'targets', 'aggregateRatio') ?? NA)}`,
+    });
+  }
   const limit = results['physical-limit'];
   if (isNum(get(limit, 'fractionOfBound'))) {
     const shoal = sameModelDecodes(get(limit, 'model'), results).find((d) => d.label.startsWith("Shoal's API"));

@@ -20,7 +20,7 @@ import { renderReport, type Plot, type ReportMeta } from './report.js';
  */
 
 // In the order they run: the inference benchmarks first, while nothing else of the run is warm.
-const BENCHMARKS = ['physical-limit', 'serve-overhead', 'llama-server-baseline', 'prediction', 'concurrency', 'prefix-cache', 'multi-node', 'model-transfer', 'model-transfer-link', 'peer-copy', 'peer-copy-link', 'install-size', 'log-append', 'control-plane'];
+const BENCHMARKS = ['physical-limit', 'serve-overhead', 'llama-server-baseline', 'prediction', 'concurrency', 'in-process-concurrency', 'prefix-cache', 'multi-node', 'model-transfer', 'model-transfer-link', 'peer-copy', 'peer-copy-link', 'install-size', 'log-append', 'control-plane'];
 
 // `<name>-link` runs the transfer benchmark `<name>` again with its server and client sides in two network
 // namespaces joined by a link shaped to LINK_RATE (bench/link.ts): the LAN users copy models over, where the
