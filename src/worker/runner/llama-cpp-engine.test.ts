@@ -1,5 +1,6 @@
 // The in-process engine's prompt cache: real node-llama-cpp on a generated random-weight model, CPU, one thread.
 
+import '../../polyfill.js';
 import { generateTask } from '../../../test/support/tasks.js';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -70,4 +71,35 @@ test('a repeated prompt reuses all but its last token and answers exactly as it 
   assert.equal(again.cached, again.promptTokens - 1);
   assert.equal(again.text, first.text);
   assert.ok(first.text.length > 0);
+});
+
+test('a request that must clear an idle sequence starts while others generate, not after them', async () => {
+  const three = await LlamaCppEngine.load({ modelPath: join(dir, 'tiny.gguf'), contextSize: 2048, sequences: 3, threads: 1, gpu: false }, () => {});
+  try {
+    const task = (seed: string, maxTokens: number): InferenceTask =>
+      generateTask({ model: TINY_MODEL_ID, prompt: { kind: 'chat', messages: [{ role: 'user', content: words(seed, 30) }] }, sampling: { maxTokens, temperature: 0, topP: 1, seed: null, presencePenalty: 0, frequencyPenalty: 0 } });
+    // Every sequence holds a conversation, so each new one clears an idle sequence first.
+    for (const seed of ['one', 'two', 'three']) await three.run(task(seed, 2), new AbortController().signal, () => {});
+    const order: string[] = [];
+    const running = ['first', 'second'].map((name) => {
+      const { promise: spoke, resolve } = Promise.withResolvers<void>();
+      const done = three.run(task(name, 500), new AbortController().signal, (event) => {
+        if (event.type === 'text') resolve();
+        if (event.type === 'end') order.push(`${name} ended`);
+      });
+      return { spoke, done };
+    });
+    await Promise.all(running.map((r) => r.spoke));
+    let spoke = false;
+    await three.run(task('late', 4), new AbortController().signal, (event) => {
+      if (event.type === 'text' && !spoke) {
+        spoke = true;
+        order.push('late spoke');
+      }
+    });
+    await Promise.all(running.map((r) => r.done));
+    assert.equal(order[0], 'late spoke', `the late request waited for the others: ${order.join(', ')}`);
+  } finally {
+    await three[Symbol.asyncDispose]();
+  }
 });

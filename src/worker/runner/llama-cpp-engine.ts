@@ -1,3 +1,4 @@
+import '../../polyfill.js';
 import { randomBytes } from 'node:crypto';
 import {
   getLlama,
@@ -62,6 +63,18 @@ export class LlamaCppEngine implements AsyncDisposable {
    * so a conversation's next turn evaluates only what follows the part it shares with them.
    */
   private readonly idle: LlamaContextSequence[] = [];
+  /**
+   * Cache edits (erase, dispose) waiting for the context's lock. node-llama-cpp's batch loop holds that
+   * lock for as long as any sequence has a decode queued, and with two or more streams one of them has
+   * always queued its next token by the time the loop looks again, so an edit waited for every running
+   * generation to end: a request that reused an idle sequence under load got no first token until the
+   * others finished. While an edit waits, the token loops hold their next token back (editsSettled),
+   * the batch loop finds its queue empty after the batch in flight and lets go, the edit runs, and the
+   * streams go on: one batch's pause instead of a whole generation's.
+   */
+  private cacheEditsWaiting = 0;
+  /** Resolves when no cache edit waits any more; a new one while edits wait. */
+  private editsSettled: PromiseWithResolvers<void> | null = null;
 
   private constructor(
     private readonly llama: Llama,
@@ -246,7 +259,7 @@ export class LlamaCppEngine implements AsyncDisposable {
       throw error;
     } finally {
       if (reusable) this.idle.push(sequence);
-      else await sequence.dispose();
+      else await this.editCache(() => sequence.dispose());
     }
   }
 
@@ -271,11 +284,26 @@ export class LlamaCppEngine implements AsyncDisposable {
     return this.idle.shift()!;
   }
 
+  /** Runs a cache edit that takes the context's lock, the token loops holding back until it has (see cacheEditsWaiting). */
+  private async editCache(edit: () => Promise<void> | void): Promise<void> {
+    this.cacheEditsWaiting++;
+    this.editsSettled ??= Promise.withResolvers<void>();
+    try {
+      await edit();
+    } finally {
+      this.cacheEditsWaiting--;
+      if (this.cacheEditsWaiting === 0) {
+        this.editsSettled?.resolve();
+        this.editsSettled = null;
+      }
+    }
+  }
+
   /** Erases what the sequence holds past its prefix shared with `tokens`; answers how many tokens it kept. */
   private async keepSharedPrefix(sequence: LlamaContextSequence, tokens: Token[]): Promise<number> {
     // The last prompt token is always evaluated again: its logits choose the first answer token.
     const keep = Math.max(0, Math.min(sequence.compareContextTokens(tokens).firstDifferentIndex, tokens.length - 1));
-    if (keep < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
+    if (keep < sequence.nextTokenIndex) await this.editCache(() => sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]));
     // Where the library cannot cut the cache at `keep` (sliding-window models) it evaluates the kept
     // part again on its own; the count then overstates what was saved, never what the cache holds.
     return keep;
@@ -358,6 +386,7 @@ export class LlamaCppEngine implements AsyncDisposable {
           reason = 'length';
           break;
         }
+        if (this.editsSettled !== null) await this.editsSettled.promise;
       }
       if (pending.length > 0) hooks.onText(this.model.detokenize(pending, false, committedTail), pendingLogprobs);
     } finally {
