@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import type { StatusView } from '../../src/api/control/control.js';
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
 import type { ClusterRemoveResult, DownloadView, ModelView, NodeRemoval, StorageView } from '../../src/models/views.js';
-import { api, sha256 } from '../support/control-api.js';
+import { api, downloaded, sha256 } from '../support/control-api.js';
 import { eventually, shoal, status } from '../support/cli.js';
 import { ggufFixture, HubServer } from '../support/hub-server.js';
 import { startTestNode, type TestNode } from '../support/node-process.js';
@@ -22,13 +22,6 @@ const Q4 = 'Copy-Q4_K_M.gguf';
 const Q8 = 'Copy-Q8_0.gguf';
 const Q4_ID = `${REPO}:Q4_K_M`;
 const Q8_ID = `${REPO}:Q8_0`;
-
-async function downloaded(node: TestNode, id: string): Promise<DownloadView> {
-  return eventually(`download ${id} on ${node.url}`, 30_000, async () => {
-    const { body } = await api<{ download: DownloadView }>(node, 'GET', `/models/downloads/${id}`);
-    return body.download.finishedAt !== null ? body.download : undefined;
-  });
-}
 
 describe('models between the members of a two-node cluster', { timeout: 240_000 }, () => {
   let dir: string;

@@ -19,8 +19,8 @@ import { generateProjector, imageTokens } from '../../src/models/generate/projec
 import { generateRandomModel } from '../../src/models/generate/random-model.js';
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
 import { localRevision } from '../../src/models/cards/card.js';
-import type { AddFileResult, AddResult, ClusterRemoveResult, DownloadView, ModelView } from '../../src/models/views.js';
-import { api } from '../support/control-api.js';
+import type { AddFileResult, AddResult, ClusterRemoveResult, DownloadView } from '../../src/models/views.js';
+import { api, downloaded, listedModel } from '../support/control-api.js';
 import { eventually, hubNodeEnv, shoal, startJoinedPair, status } from '../support/cli.js';
 import { HubServer } from '../support/hub-server.js';
 import type { TestNode } from '../support/node-process.js';
@@ -33,20 +33,6 @@ const OTHER_PROJECTOR = 'mmproj-Vision-F32.gguf';
 const ID = `${REPO}:Q8_0`;
 const serverBinary = await findEngine('llama-server');
 
-
-async function downloaded(node: TestNode, id: string): Promise<DownloadView> {
-  return eventually(`download ${id} on ${node.url}`, 30_000, async () => {
-    const { body } = await api<{ download: DownloadView }>(node, 'GET', `/models/downloads/${id}`);
-    return body.download.finishedAt !== null ? body.download : undefined;
-  });
-}
-
-async function modelView(node: TestNode): Promise<ModelView> {
-  const { body } = await api<{ models: ModelView[] }>(node, 'GET', '/models');
-  const model = body.models.find((m) => m.id === ID);
-  assert.ok(model, `${ID} is not listed on ${node.url}`);
-  return model;
-}
 
 describe('a vision model from the hub: its projector is fetched, verified, copied and evicted with it', { timeout: 300_000 }, () => {
   let dir: string;
@@ -101,11 +87,11 @@ describe('a vision model from the hub: its projector is fetched, verified, copie
     assert.ok(vision.body.card.compatible_backends.every((tag) => !tag.startsWith('llama_cpp-')), 'the in-process engine loads no projector');
     assert.deepEqual(vision.body.hub.projector, { path: PROJECTOR, size: hub.file(REPO, PROJECTOR).size });
     assert.equal(vision.body.hub.bytes, hub.file(REPO, MODEL_FILE).size + hub.file(REPO, PROJECTOR).size);
-    assert.equal((await modelView(a)).state, 'stale', 'the copy on disk lacks the projector the card now names');
+    assert.equal((await listedModel(a, ID)).state, 'stale', 'the copy on disk lacks the projector the card now names');
 
     const pulled = await shoal(a, 'models', 'pull', ID, '--json');
     assert.equal(pulled.code, 0, pulled.stderr);
-    assert.equal((await modelView(a)).state, 'on-disk');
+    assert.equal((await listedModel(a, ID)).state, 'on-disk');
     assert.equal((await stat(storePath(a, PROJECTOR))).size, hub.file(REPO, PROJECTOR).size);
     assert.equal(hub.transfers(MODEL_FILE).length, 0, 'the model file already on disk is not fetched again');
     assert.equal(hub.transfers(PROJECTOR).length, 1);
@@ -127,7 +113,7 @@ describe('a vision model from the hub: its projector is fetched, verified, copie
     assert.equal(done.source?.kind, 'peer');
     assert.equal(hub.served(MODEL_FILE) + hub.served(PROJECTOR), 0);
     assert.equal((await stat(storePath(b, PROJECTOR))).size, hub.file(REPO, PROJECTOR).size);
-    assert.equal((await modelView(b)).state, 'on-disk');
+    assert.equal((await listedModel(b, ID)).state, 'on-disk');
   });
 
   test('placed, the model takes an image through either node, with the image counted in its prompt', { skip: serverBinary === null ? 'llama-server is not built: run `shoal doctor --fix`' : false }, async () => {

@@ -15,8 +15,8 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI, { toFile } from 'openai';
 import { TINY_WHISPER_SPEC, generateWhisperModel } from '../../src/models/generate/whisper-model.js';
 import { filePathFor, hubStoreRoot } from '../../src/models/store/layout.js';
-import type { AddFileResult, AddResult, ClusterRemoveResult, DownloadView, ModelView } from '../../src/models/views.js';
-import { api } from '../support/control-api.js';
+import type { AddFileResult, AddResult, ClusterRemoveResult, DownloadView } from '../../src/models/views.js';
+import { api, downloaded, listedModel } from '../support/control-api.js';
 import { eventually, hubNodeEnv, shoal, startJoinedPair, status } from '../support/cli.js';
 import { HubServer } from '../support/hub-server.js';
 import type { TestNode } from '../support/node-process.js';
@@ -26,20 +26,6 @@ const REPO = 'shoal-test/whisper.cpp';
 const BASE = 'ggml-base.bin';
 const TINY = 'ggml-tiny.bin';
 const ID = `${REPO}:base`;
-
-async function downloaded(node: TestNode, id: string): Promise<DownloadView> {
-  return eventually(`download ${id} on ${node.url}`, 30_000, async () => {
-    const { body } = await api<{ download: DownloadView }>(node, 'GET', `/models/downloads/${id}`);
-    return body.download.finishedAt !== null ? body.download : undefined;
-  });
-}
-
-async function modelView(node: TestNode, id: string): Promise<ModelView> {
-  const { body } = await api<{ models: ModelView[] }>(node, 'GET', '/models');
-  const model = body.models.find((m) => m.id === id);
-  assert.ok(model, `${id} is not listed on ${node.url}`);
-  return model;
-}
 
 describe('whisper models from the hub and from disk: added, fetched, copied, placed and evicted like text models', { timeout: 300_000 }, () => {
   let dir: string;
@@ -94,7 +80,7 @@ describe('whisper models from the hub and from disk: added, fetched, copied, pla
     assert.equal(done.state, 'done', JSON.stringify(done.error));
     assert.equal(hub.transfers(BASE).length, 1);
     assert.equal(hub.transfers(TINY).length, 0);
-    const view = await modelView(a, ID);
+    const view = await listedModel(a, ID);
     assert.equal(view.state, 'on-disk');
     assert.equal(view.facts?.architecture, 'whisper');
     assert.equal(view.facts?.trainedContext, TINY_WHISPER_SPEC.nTextCtx);
@@ -124,7 +110,7 @@ describe('whisper models from the hub and from disk: added, fetched, copied, pla
     assert.equal(done.state, 'done', JSON.stringify(done.error));
     assert.equal(done.source?.kind, 'peer');
     assert.equal(hub.served(BASE), 0);
-    assert.equal((await modelView(b, ID)).state, 'on-disk');
+    assert.equal((await listedModel(b, ID)).state, 'on-disk');
   });
 
   test('placed, the hub model transcribes through either node', async () => {
@@ -156,7 +142,7 @@ describe('whisper models from the hub and from disk: added, fetched, copied, pla
     assert.deepEqual(result.card.tasks, ['transcription']);
     assert.deepEqual(result.card.compatible_backends, ['whisper-cpu']);
     assert.equal(result.card.source.kind === 'local' ? result.card.source.file : null, 'ggml-tiny.bin');
-    assert.equal((await modelView(a, 'local/ggml-tiny')).facts?.architecture, 'whisper');
+    assert.equal((await listedModel(a, 'local/ggml-tiny')).facts?.architecture, 'whisper');
 
     const removed = await api<ClusterRemoveResult>(b, 'DELETE', `/models/${ID}`);
     assert.equal(removed.status, 200, JSON.stringify(removed.body));
