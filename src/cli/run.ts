@@ -224,6 +224,15 @@ export async function runCommand(args: string[]): Promise<number> {
   process.once('exit', () => logFile.flushSync());
   const fileGate = new LockedFileSink(logFile);
   const log = createLogger({ recent: recentLogs, file: fileGate });
+  // Taken before the node starts: a signal during startup (the API may already answer) would otherwise
+  // kill the process outright, engines and all, instead of stopping it once it is up.
+  let signalled: NodeJS.Signals | null = null;
+  let onSignal = (signal: NodeJS.Signals): void => {
+    signalled = signal;
+  };
+  const handler = (signal: NodeJS.Signals): void => onSignal(signal);
+  process.once('SIGINT', handler);
+  process.once('SIGTERM', handler);
   let node;
   try {
     node = await startNode({ log, ...options, recentLogs, logFile, onDataDirLocked: () => fileGate.open() });
@@ -235,7 +244,7 @@ export async function runCommand(args: string[]): Promise<number> {
   }
 
   const { promise: stopped, resolve } = Promise.withResolvers<number>();
-  const onSignal = (signal: NodeJS.Signals): void => {
+  onSignal = (signal: NodeJS.Signals): void => {
     log.info({ signal }, 'stopping');
     setTimeout(() => {
       log.error(`did not stop within ${STOP_DEADLINE_MS} ms; exiting anyway`);
@@ -249,8 +258,7 @@ export async function runCommand(args: string[]): Promise<number> {
       },
     );
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  if (signalled !== null) onSignal(signalled);
   const code = await stopped;
   await logFile.close();
   return code;

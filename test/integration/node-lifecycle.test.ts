@@ -105,6 +105,15 @@ test('SIGINT stops the node cleanly too', async () => {
   assert.equal(result.code, 0, node.output());
 });
 
+test('a SIGINT while the node is still starting stops it cleanly once it is up', async () => {
+  const node = await startTestNode({ waitReady: false });
+  // The first line the node prints: it is starting, and its API may answer before startup is over.
+  await until('the node to print its first line', 30_000, async () => (node.output().trim() !== '' ? true : undefined));
+  const result = await node.stop('SIGINT');
+  assert.equal(result.code, 0, node.output());
+  assert.match(node.output(), /"msg":"stopping"/);
+});
+
 test('the runner exits when its node is killed', async () => {
   const node = await startTestNode();
   const pid = (await health(node)).body.models[0]!.pid!;
